@@ -1,0 +1,21 @@
+"""sklearn_compat: make embedding models interoperable with scikit-learn estimators.
+
+Learn maps between the embedding spaces of two models (orthogonal Procrustes, affine, the
+lambda-orthogonality regularised adapter) and relative "anchor" representations, as
+scikit-learn estimators trained with torch on CUDA when available, else on the CPU.
+
+The distribution is called ``sklearn-embedding-compat``; the PyPI name ``sklearn-compat``
+belongs to an unrelated project with the same import name (see README.md).
+"""
+
+from ._clash import warn_if_clashing_distribution
+from .procrustes import OrthogonalProcrustesAligner
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "OrthogonalProcrustesAligner",
+    "__version__",
+]
+
+warn_if_clashing_distribution()

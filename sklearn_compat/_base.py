@@ -1,0 +1,196 @@
+"""The aligner base class: validation of paired inputs, tags, score and feature names."""
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_array
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
+
+from ._backend import as_numpy_input, resolve_device, to_torch
+
+__all__ = ["BaseAligner", "apply_affine", "pick_target"]
+
+FLOAT_DTYPES = (np.float64, np.float32)
+
+
+class BaseAligner(TransformerMixin, BaseEstimator):
+    """Common machinery of the estimators that map X's space into Y's space.
+
+    Subclasses implement ``fit`` and set ``W_`` (d_x, d_y); a subclass whose map is affine
+    implements :meth:`_affine_map` and inherits :meth:`transform`.
+
+    Conventions shared by every aligner:
+
+    - ``fit(X, Y)`` takes paired rows; ``Y`` is required (a 1-d ``Y`` is one column).
+    - numpy arrays, pandas DataFrames and torch tensors on any device are accepted.
+    - float32 input gives float32 output, anything else float64.
+    - ``score(X, Y)`` is paired top-1 cosine retrieval of ``transform(X)`` against ``Y``.
+    - output feature names are ``Y``'s column names when ``Y`` was a DataFrame with string
+      columns, else ``<classname>0 ... <classname>{d_y-1}``.
+    """
+
+    # ------------------------------------------------------------------ validation
+    def _validate_pair(self, X, Y, *, reset):
+        """Validate paired inputs; returns numpy arrays, Y cast to X's dtype and 2-d."""
+        X = as_numpy_input(X)
+        Y = as_numpy_input(Y)
+        target_names = None
+        if reset and hasattr(Y, "columns"):
+            columns = np.asarray(Y.columns, dtype=object)
+            if len(columns) and all(isinstance(c, str) for c in columns):
+                target_names = columns
+        X, Y = validate_data(
+            self,
+            X,
+            Y,
+            reset=reset,
+            dtype=FLOAT_DTYPES,
+            multi_output=True,
+            y_numeric=True,
+        )
+        Y = np.asarray(Y)
+        if Y.ndim == 1:
+            Y = Y.reshape(-1, 1)
+        Y = Y.astype(X.dtype, copy=False)
+        if reset:
+            self._target_names = target_names
+        elif Y.shape[1] != self.n_targets_:
+            raise ValueError(
+                f"Y has {Y.shape[1]} features, but {type(self).__name__} was fitted with "
+                f"{self.n_targets_} target features."
+            )
+        return X, Y
+
+    def _validate_X(self, X):
+        """Validate input of an already-fitted aligner (width must match fit)."""
+        check_is_fitted(self)
+        return validate_data(self, as_numpy_input(X), reset=False, dtype=FLOAT_DTYPES)
+
+    def _validate_target(self, Y, name="Y"):
+        """Validate a matrix that lives in Y's space (width ``n_targets_``)."""
+        check_is_fitted(self)
+        if Y is None:
+            raise ValueError(f"{type(self).__name__} needs {name}, the target embeddings.")
+        Y = check_array(as_numpy_input(Y), dtype=FLOAT_DTYPES, ensure_2d=False, input_name=name)
+        if Y.ndim == 1:
+            Y = Y.reshape(-1, 1)
+        if Y.shape[1] != self.n_targets_:
+            raise ValueError(
+                f"{name} has {Y.shape[1]} features, but {type(self).__name__} maps into a "
+                f"space of {self.n_targets_} features."
+            )
+        return Y
+
+    def _compute_device(self):
+        """The torch device for transform-time work (falls back to CPU if CUDA is gone)."""
+        return resolve_device(self.device, for_inference=True)
+
+    # ------------------------------------------------------------------ transform
+    def _affine_map(self):
+        """Return ``(A, b)`` with ``transform(X) = X @ A + b`` as float64 numpy arrays."""
+        raise NotImplementedError
+
+    def transform(self, X):
+        """Map X into Y's space.
+
+        Parameters
+        ----------
+        X : array-like or torch.Tensor of shape (n_samples, n_features_in_)
+            Source embeddings.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_targets_)
+            X mapped into Y's space, in X's float dtype.
+        """
+        X = self._validate_X(X)
+        A, b = self._affine_map()
+        return apply_affine(X, A, b, self._compute_device())
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, X, Y=None, sample_weight=None, *, y=None):
+        """Paired top-1 retrieval accuracy of ``transform(X)`` against ``Y`` (cosine).
+
+        The share of rows whose nearest row of ``Y`` is their own partner; ties count
+        against the row.  Computed blockwise, so memory stays bounded on large folds.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features_in_)
+            Source embeddings.
+        Y : array-like of shape (n_samples, n_targets_)
+            Target embeddings of the same items, same row order.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the rows in the average.
+        y : array-like, default=None
+            Alias of ``Y`` under scikit-learn's usual name.
+
+        Returns
+        -------
+        float
+        """
+        from .metrics import paired_topk_accuracy
+
+        Y = pick_target(Y, y)
+        Z = self.transform(X)
+        Y = self._validate_target(Y)
+        if Y.shape[0] != Z.shape[0]:
+            raise ValueError(
+                f"X and Y must have the same number of rows, got {Z.shape[0]} and {Y.shape[0]}."
+            )
+        return paired_topk_accuracy(
+            Z, Y, k=1, sample_weight=sample_weight, device=self._compute_device()
+        )
+
+    # ------------------------------------------------------------------ feature names
+    @property
+    def n_targets_(self):
+        """Dimension of Y's space (the width of ``transform``'s output)."""
+        check_is_fitted(self)
+        return self.W_.shape[1]
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the output columns: Y's column names when Y was a DataFrame.
+
+        Parameters
+        ----------
+        input_features : array-like of str, default=None
+            Checked against ``feature_names_in_`` when given.
+
+        Returns
+        -------
+        ndarray of str objects
+        """
+        check_is_fitted(self)
+        _check_feature_names_in(self, input_features, generate_names=False)
+        names = getattr(self, "_target_names", None)
+        if names is not None and len(names) == self.n_targets_:
+            return np.asarray(names, dtype=object)
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(self.n_targets_)], dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.target_tags.multi_output = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+def apply_affine(X, A, b, device):
+    """``X @ A + b`` computed with torch on ``device`` in X's dtype; returns numpy."""
+    dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+    Xt = to_torch(X, device, dtype)
+    At = to_torch(A, device, dtype)
+    bt = to_torch(b, device, dtype)
+    out = torch.addmm(bt, Xt, At) if Xt.shape[0] else Xt.new_zeros((0, At.shape[1]))
+    return out.cpu().numpy()
+
+
+def pick_target(Y, y):
+    """The target passed as ``Y`` (our name) or ``y`` (scikit-learn's), not both."""
+    if y is None:
+        return Y
+    if Y is not None:
+        raise TypeError("Pass the target embeddings as Y or as y, not both.")
+    return y

@@ -1,0 +1,26 @@
+"""scikit-learn's estimator checks over every public estimator.
+
+Expected failures are listed in ``EXPECTED_FAILED_CHECKS`` with their reasons; the list is
+empty when every check passes.
+"""
+
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sklearn_compat import OrthogonalProcrustesAligner
+
+ESTIMATORS = [
+    OrthogonalProcrustesAligner(),
+    OrthogonalProcrustesAligner(center=True, scale=True, allow_reflection=False),
+]
+
+# {estimator class name: {check name: reason}}
+EXPECTED_FAILED_CHECKS: dict = {}
+
+
+def _expected_failed_checks(estimator):
+    return EXPECTED_FAILED_CHECKS.get(type(estimator).__name__, {})
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
