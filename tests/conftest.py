@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-SHARED_FEATURES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mnist5k_features.npz"
+# The workplace keeps shared data beside the checkout: <parent>/shared/data.
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_FEATURES = SHARED_DATA / "mnist5k_features.npz"
 
 
 @pytest.fixture
