@@ -2,13 +2,14 @@
 
 import numpy as np
 import torch
+from sklearn import config_context
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils import check_array
+from sklearn.utils import assert_all_finite, check_array
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
 from ._backend import as_numpy_input, resolve_device, to_torch
 
-__all__ = ["BaseAligner", "apply_affine", "pick_target"]
+__all__ = ["BaseAligner", "apply_affine", "pick_target", "raise_not_finite"]
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -30,8 +31,18 @@ class BaseAligner(TransformerMixin, BaseEstimator):
     """
 
     # ------------------------------------------------------------------ validation
-    def _validate_pair(self, X, Y, *, reset):
-        """Validate paired inputs; returns numpy arrays, Y cast to X's dtype and 2-d."""
+    def _validate_pair(self, X, Y, *, reset, ensure_all_finite=True):
+        """Validate paired inputs; returns numpy arrays, Y cast to X's dtype and 2-d.
+
+        ``ensure_all_finite=False`` skips the NaN/inf scan (two extra passes over the
+        data) for callers whose own statistics reveal non-finite input, which then call
+        :func:`raise_not_finite` for the usual message.
+        """
+        if Y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None: "
+                "pass Y, the target embeddings paired row by row with X."
+            )
         X = as_numpy_input(X)
         Y = as_numpy_input(Y)
         target_names = None
@@ -39,15 +50,18 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             columns = np.asarray(Y.columns, dtype=object)
             if len(columns) and all(isinstance(c, str) for c in columns):
                 target_names = columns
-        X, Y = validate_data(
-            self,
-            X,
-            Y,
-            reset=reset,
-            dtype=FLOAT_DTYPES,
-            multi_output=True,
-            y_numeric=True,
-        )
+        # scikit-learn always scans y for NaN/inf; assume_finite is its switch for both
+        # (None leaves the user's setting as it is).
+        with config_context(assume_finite=None if ensure_all_finite else True):
+            X, Y = validate_data(
+                self,
+                X,
+                Y,
+                reset=reset,
+                dtype=FLOAT_DTYPES,
+                multi_output=True,
+                y_numeric=True,
+            )
         Y = np.asarray(Y)
         if Y.ndim == 1:
             Y = Y.reshape(-1, 1)
@@ -185,6 +199,21 @@ def apply_affine(X, A, b, device):
     bt = to_torch(b, device, dtype)
     out = torch.addmm(bt, Xt, At) if Xt.shape[0] else Xt.new_zeros((0, At.shape[1]))
     return out.cpu().numpy()
+
+
+def raise_not_finite(X, Y):
+    """Raise scikit-learn's message for the array that holds NaN or infinity.
+
+    Called when statistics computed without a prior scan came out non-finite; if neither
+    input holds NaN/inf, the float arithmetic itself overflowed.
+    """
+    with config_context(assume_finite=False):
+        assert_all_finite(X, input_name="X")
+        assert_all_finite(Y, input_name="Y")
+    raise ValueError(
+        f"The products of X and Y overflow {X.dtype}: the values are too large "
+        "(rescale them, or pass float64)."
+    )
 
 
 def pick_target(Y, y):
