@@ -256,9 +256,7 @@ class OrthogonalProcrustesAligner(BaseAligner):
         return self
 
     def _solve(self, moments):
-        W, S, signs = procrustes_from_cross(
-            moments.cross, allow_reflection=self.allow_reflection
-        )
+        W, S, signs = procrustes_from_cross(moments.cross, allow_reflection=self.allow_reflection)
         scale = 1.0
         if self.scale and moments.sq_x > 0:
             scale = float(np.dot(signs, S) / moments.sq_x)
