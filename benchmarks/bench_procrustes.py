@@ -65,16 +65,16 @@ def main(argv=None):
         device=args.device
     ).fit(X, Y)
     if device.type == "cuda":
-        candidates["ours: fit(X, Y), tensors on the device"] = (
-            lambda: OrthogonalProcrustesAligner(device=args.device).fit(Xt, Yt)
-        )
+        candidates["ours: fit(X, Y), tensors on the device"] = lambda: OrthogonalProcrustesAligner(
+            device=args.device
+        ).fit(Xt, Yt)
     if not args.no_center:
         candidates["ours: center=True, scale=True"] = lambda: OrthogonalProcrustesAligner(
             center=True, scale=True, device=args.device
         ).fit(X, Y)
     if not args.no_scipy:
-        candidates["scipy.linalg.orthogonal_procrustes"] = (
-            lambda: scipy.linalg.orthogonal_procrustes(X, Y)
+        candidates["scipy.linalg.orthogonal_procrustes"] = lambda: (
+            scipy.linalg.orthogonal_procrustes(X, Y)
         )
 
     for run in candidates.values():  # warm-up: allocator, BLAS threads, CUDA context
