@@ -11,6 +11,7 @@ Examples::
 
     python benchmarks/bench_procrustes.py                      # n=100k, d=512, float32, CPU
     python benchmarks/bench_procrustes.py --n 2000 --d 64 --repeats 2       # smoke run
+    python benchmarks/bench_procrustes.py --threads 1     # steadier on a shared machine
     python benchmarks/bench_procrustes.py --device cuda --n 1000000 --d 1024 --no-scipy
 """
 
@@ -21,6 +22,7 @@ import time
 import numpy as np
 import scipy.linalg
 import torch
+from threadpoolctl import threadpool_limits
 
 from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat._backend import resolve_device
@@ -44,6 +46,13 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
     parser.add_argument("--repeats", type=int, default=7, help="rounds (default 7)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch and BLAS (default: their own defaults); 1 gives steadier "
+        "figures on a machine shared with other jobs",
+    )
     parser.add_argument("--no-scipy", action="store_true", help="skip the scipy reference")
     parser.add_argument(
         "--no-center", action="store_true", help="skip the center=True, scale=True row"
@@ -51,6 +60,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     device = resolve_device(args.device)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+        threadpool_limits(args.threads)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((args.n, args.d), dtype=np.float32).astype(args.dtype)
     Q = np.linalg.qr(rng.standard_normal((args.d, args.d)))[0].astype(args.dtype)

@@ -119,6 +119,13 @@ def _shift(X, w):
     return head.mean(dim=0)
 
 
+def _rows(data, start, stop, device, dtype):
+    """Rows ``start:stop`` of a numpy array or torch tensor as a tensor on ``device``."""
+    if isinstance(data, torch.Tensor):
+        return data[start:stop].to(device=device, dtype=dtype)
+    return to_torch(data[start:stop], device, dtype)
+
+
 def compute_moments(
     X,
     Y,
@@ -138,8 +145,9 @@ def compute_moments(
 
     Parameters
     ----------
-    X, Y : ndarray of shape (n, d_x), (n, d_y)
-        Paired rows, same float dtype (the GEMMs run in it).
+    X, Y : ndarray or torch.Tensor of shape (n, d_x), (n, d_y)
+        Paired rows, same float dtype (the GEMMs run in it).  Tensors are read where
+        they are, chunk by chunk.
     sample_weight : ndarray of shape (n,) or None
         Non-negative row weights.
     centered : bool
@@ -161,7 +169,7 @@ def compute_moments(
     n, d_x = X.shape
     d_y = Y.shape[1]
     need_means = need_means or centered
-    dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+    dtype = torch.float64 if X.dtype in (np.float64, torch.float64) else torch.float32
     f64 = {"dtype": torch.float64, "device": device}
     weight = 0.0
     cross = torch.zeros((d_x, d_y), **f64)
@@ -173,9 +181,9 @@ def compute_moments(
     with no_tf32():
         for start in range(0, n, _CHUNK_ROWS):
             stop = min(start + _CHUNK_ROWS, n)
-            Xc = to_torch(X[start:stop], device, dtype)
-            Yc = to_torch(Y[start:stop], device, dtype)
-            wc = None if sample_weight is None else to_torch(sample_weight[start:stop], device)
+            Xc = _rows(X, start, stop, device, dtype)
+            Yc = _rows(Y, start, stop, device, dtype)
+            wc = None if sample_weight is None else _rows(sample_weight, start, stop, device, None)
             if centered:
                 if shift_x is None:
                     # Round the shift to the input dtype so that the value subtracted is

@@ -6,7 +6,7 @@ import torch
 from sklearn.base import _fit_context
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from ._backend import resolve_device
+from ._backend import as_numpy_input, resolve_device
 from ._base import BaseAligner, apply_affine, pick_target, raise_not_finite
 from ._moments import PairMoments, compute_moments
 
@@ -229,10 +229,15 @@ class OrthogonalProcrustesAligner(BaseAligner):
                     "scale=False did not collect; call fit to start over."
                 )
         # The finiteness scan is left to the statistics: NaN/inf make X^T Y non-finite.
-        X, Y = self._validate_pair(X, Y, reset=reset, ensure_all_finite=False)
+        # Tensors stay where they are (a GPU tensor is not copied to the host and back).
+        X, Y = self._validate_pair(X, Y, reset=reset, ensure_all_finite=False, keep_tensors=True)
         if sample_weight is not None:
+            float64 = X.dtype in (np.float64, torch.float64)
             sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=X.dtype, ensure_non_negative=True
+                as_numpy_input(sample_weight),
+                X,
+                dtype=np.float64 if float64 else np.float32,
+                ensure_non_negative=True,
             )
         batch = compute_moments(
             X,

@@ -358,6 +358,68 @@ def test_torch_tensor_inputs(rng):
     assert aligner.score(Xt, Yt) == 1.0
 
 
+@pytest.mark.parametrize("center", [False, True])
+def test_tensor_pair_equals_numpy_pair(rng, center):
+    X = rng.normal(size=(70, 5)) + 2
+    Y = rng.normal(size=(70, 4))
+    w = rng.uniform(0.5, 2, size=70)
+    ref = OrthogonalProcrustesAligner(center=center, scale=True).fit(X, Y, w)
+    got = OrthogonalProcrustesAligner(center=center, scale=True).fit(
+        torch.from_numpy(X), torch.from_numpy(Y), torch.from_numpy(w)
+    )
+    for attr in ("W_", "mean_x_", "mean_y_", "singular_values_"):
+        np.testing.assert_allclose(getattr(got, attr), getattr(ref, attr), atol=1e-12)
+    assert got.n_features_in_ == 5 and got.n_targets_ == 4
+    # Mixed streams: tensors, then arrays, equal one fit.
+    mixed = OrthogonalProcrustesAligner(center=center, scale=True)
+    mixed.partial_fit(torch.from_numpy(X[:30]), torch.from_numpy(Y[:30]), w[:30])
+    mixed.partial_fit(X[30:], Y[30:], w[30:])
+    np.testing.assert_allclose(mixed.W_, ref.W_, atol=1e-12)
+
+
+def test_tensor_dtypes_follow_array_rules(rng):
+    X = torch.from_numpy(rng.normal(size=(30, 3)))
+    as_int = OrthogonalProcrustesAligner().fit(X.round().to(torch.int64), X)
+    assert as_int.W_.shape == (3, 3)
+    half = OrthogonalProcrustesAligner().fit(X.half(), X.half())
+    assert half.transform(X.half()).dtype == np.float32
+    one_column = OrthogonalProcrustesAligner().fit(X, X[:, 0])
+    assert one_column.n_targets_ == 1
+
+
+def test_tensor_bad_input_raises(rng):
+    X = torch.from_numpy(rng.normal(size=(10, 3)))
+    aligner = OrthogonalProcrustesAligner()
+    bad = X.clone()
+    bad[2, 2] = float("nan")
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        aligner.fit(bad, X)
+    bad[2, 2] = float("inf")
+    with pytest.raises(ValueError, match="Input Y contains infinity"):
+        aligner.fit(X, bad)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples: \\[10, 9\\]"):
+        aligner.fit(X, X[:9])
+    with pytest.raises(ValueError, match="Expected a 2D tensor for X, got a 3D tensor"):
+        aligner.fit(X[None], X)
+    with pytest.raises(ValueError, match="0 sample\\(s\\)"):
+        aligner.fit(X[:0], X[:0])
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        aligner.fit(X.to(torch.complex64), X)
+    aligner.fit(X, X)
+    with pytest.raises(ValueError, match="X has 2 features, but .* expecting 3"):
+        aligner.partial_fit(X[:, :2], X)
+    with pytest.raises(ValueError, match="Y has 2 features, but .* 3 target"):
+        aligner.partial_fit(X, X[:, :2])
+
+
+def test_tensor_fit_forgets_dataframe_feature_names(rng):
+    X = rng.normal(size=(20, 3))
+    aligner = OrthogonalProcrustesAligner().fit(pd.DataFrame(X, columns=list("abc")), X)
+    assert hasattr(aligner, "feature_names_in_")
+    aligner.fit(torch.from_numpy(X), torch.from_numpy(X))
+    assert not hasattr(aligner, "feature_names_in_")
+
+
 def test_pandas_inputs_and_pandas_output_names(rng):
     X, Q = _planted(rng, d=4)
     Xdf = pd.DataFrame(X, columns=["a", "b", "c", "d"])
