@@ -2,13 +2,20 @@
 
 import numpy as np
 import torch
+from sklearn import config_context
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils import check_array
-from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
+from sklearn.utils import assert_all_finite, check_array
+from sklearn.utils.validation import (
+    _check_feature_names,
+    _check_feature_names_in,
+    _check_n_features,
+    check_is_fitted,
+    validate_data,
+)
 
 from ._backend import as_numpy_input, resolve_device, to_torch
 
-__all__ = ["BaseAligner", "apply_affine", "pick_target"]
+__all__ = ["BaseAligner", "apply_affine", "pick_target", "raise_not_finite"]
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -30,8 +37,24 @@ class BaseAligner(TransformerMixin, BaseEstimator):
     """
 
     # ------------------------------------------------------------------ validation
-    def _validate_pair(self, X, Y, *, reset):
-        """Validate paired inputs; returns numpy arrays, Y cast to X's dtype and 2-d."""
+    def _validate_pair(self, X, Y, *, reset, ensure_all_finite=True, keep_tensors=False):
+        """Validate paired inputs; returns numpy arrays, Y cast to X's dtype and 2-d.
+
+        ``ensure_all_finite=False`` skips the NaN/inf scan (two extra passes over the
+        data) for callers whose own statistics reveal non-finite input, which then call
+        :func:`raise_not_finite` for the usual message.  ``keep_tensors=True`` returns a
+        pair of torch tensors as (detached) tensors where they are, so that data already
+        on a GPU is not copied to the host and back; the checks are the same.
+        """
+        if Y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None: "
+                "pass Y, the target embeddings paired row by row with X."
+            )
+        if keep_tensors and isinstance(X, torch.Tensor) and isinstance(Y, torch.Tensor):
+            return self._validate_tensor_pair(
+                X, Y, reset=reset, ensure_all_finite=ensure_all_finite
+            )
         X = as_numpy_input(X)
         Y = as_numpy_input(Y)
         target_names = None
@@ -39,15 +62,18 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             columns = np.asarray(Y.columns, dtype=object)
             if len(columns) and all(isinstance(c, str) for c in columns):
                 target_names = columns
-        X, Y = validate_data(
-            self,
-            X,
-            Y,
-            reset=reset,
-            dtype=FLOAT_DTYPES,
-            multi_output=True,
-            y_numeric=True,
-        )
+        # scikit-learn always scans y for NaN/inf; assume_finite is its switch for both
+        # (None leaves the user's setting as it is).
+        with config_context(assume_finite=None if ensure_all_finite else True):
+            X, Y = validate_data(
+                self,
+                X,
+                Y,
+                reset=reset,
+                dtype=FLOAT_DTYPES,
+                multi_output=True,
+                y_numeric=True,
+            )
         Y = np.asarray(Y)
         if Y.ndim == 1:
             Y = Y.reshape(-1, 1)
@@ -57,6 +83,39 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         elif Y.shape[1] != self.n_targets_:
             raise ValueError(
                 f"Y has {Y.shape[1]} features, but {type(self).__name__} was fitted with "
+                f"{self.n_targets_} target features."
+            )
+        return X, Y
+
+    def _validate_tensor_pair(self, X, Y, *, reset, ensure_all_finite):
+        """``_validate_pair`` for two torch tensors, done on their device."""
+        name = type(self).__name__
+        X = _float_tensor(X, "X")
+        Y = _float_tensor(Y, "Y", dtype=X.dtype, allow_1d=True)
+        if Y.ndim == 1:
+            Y = Y[:, None]
+        for label, data in (("X", X), ("Y", Y)):
+            if data.shape[0] < 1 or data.shape[1] < 1:
+                raise ValueError(
+                    f"Found array with {data.shape[0]} sample(s) and {data.shape[1]} "
+                    f"feature(s) (shape={tuple(data.shape)}) in {label}, while a minimum of "
+                    f"1 of each is required by {name}."
+                )
+        if X.shape[0] != Y.shape[0]:
+            raise ValueError(
+                "Found input variables with inconsistent numbers of samples: "
+                f"[{X.shape[0]}, {Y.shape[0]}]"
+            )
+        if ensure_all_finite and not bool(torch.isfinite(X).all() & torch.isfinite(Y).all()):
+            raise_not_finite(X, Y)
+        # scikit-learn's own bookkeeping of n_features_in_ and (absent) feature names.
+        _check_n_features(self, X, reset=reset)
+        _check_feature_names(self, X, reset=reset)
+        if reset:
+            self._target_names = None
+        elif Y.shape[1] != self.n_targets_:
+            raise ValueError(
+                f"Y has {Y.shape[1]} features, but {name} was fitted with "
                 f"{self.n_targets_} target features."
             )
         return X, Y
@@ -185,6 +244,45 @@ def apply_affine(X, A, b, device):
     bt = to_torch(b, device, dtype)
     out = torch.addmm(bt, Xt, At) if Xt.shape[0] else Xt.new_zeros((0, At.shape[1]))
     return out.cpu().numpy()
+
+
+def _float_tensor(data, name, dtype=None, allow_1d=False):
+    """A detached floating tensor (float32/float64) on its own device, or a clear error."""
+    data = data.detach()
+    if data.is_complex():
+        raise ValueError(f"Complex data not supported: {name} is a {data.dtype} tensor.")
+    if data.ndim != 2 and not (allow_1d and data.ndim == 1):
+        raise ValueError(
+            f"Expected a 2D tensor for {name}, got a {data.ndim}D tensor of shape "
+            f"{tuple(data.shape)} instead."
+        )
+    if dtype is None:
+        # As for arrays: float32 stays float32 (half precisions widen to it), anything
+        # else becomes float64.
+        if data.dtype in (torch.float16, torch.bfloat16):
+            dtype = torch.float32
+        elif data.dtype not in (torch.float32, torch.float64):
+            dtype = torch.float64
+        else:
+            dtype = data.dtype
+    return data.to(dtype)
+
+
+def raise_not_finite(X, Y):
+    """Raise scikit-learn's message for the array that holds NaN or infinity.
+
+    Called when statistics computed without a prior scan came out non-finite; if neither
+    input holds NaN/inf, the float arithmetic itself overflowed.  Accepts numpy arrays
+    or torch tensors (this error path may copy them to the host).
+    """
+    with config_context(assume_finite=False):
+        assert_all_finite(as_numpy_input(X), input_name="X")
+        assert_all_finite(as_numpy_input(Y), input_name="Y")
+    dtype = str(X.dtype).removeprefix("torch.")
+    raise ValueError(
+        f"The products of X and Y overflow {dtype}: the values are too large "
+        "(rescale them, or pass float64)."
+    )
 
 
 def pick_target(Y, y):

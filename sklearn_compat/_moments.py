@@ -8,7 +8,10 @@ pairwise update of Chan, Golub and LeVeque, which never forms the cancelling dif
 ``X^T Y - n mean_x mean_y^T``.
 
 Each chunk's GEMM runs in the input dtype on the chosen device (float32 stays float32 for
-speed); the merged statistics are kept in float64.
+speed) and is accumulated in float64; the statistics are returned in float64.  Within one
+call, centred statistics use one shift for all chunks (a rough mean taken from the first
+rows): every chunk is shifted before its GEMM, so float32 never sees the large common offset
+that would cancel, and the small remaining offset is removed exactly in float64 at the end.
 """
 
 from dataclasses import dataclass
@@ -20,9 +23,14 @@ from ._backend import no_tf32, to_torch
 
 __all__ = ["PairMoments", "compute_moments"]
 
-# Rows per GEMM chunk: bounds the centred temporaries to a few hundred MB at d = 1024
-# while keeping each GEMM large enough to run at full speed.
+# Rows per GEMM chunk: bounds the shifted temporaries to a few hundred MB at d = 1024, and
+# the length of each float32 accumulation, while keeping each GEMM large enough to run at
+# full speed.  Chunks are summed in float64 (a d_x x d_y add each).
 _CHUNK_ROWS = 65536
+
+# Rows whose mean is used as the shift of centred statistics.  Any point inside the data
+# cloud removes the common offset; more rows would only cost time.
+_SHIFT_ROWS = 1024
 
 
 @dataclass
@@ -34,11 +42,13 @@ class PairMoments:
     weight : float
         Sum of the row weights (the row count when unweighted).
     mean_x, mean_y : ndarray of shape (d_x,), (d_y,)
-        Weighted column means.
+        Weighted column means (NaN when they were not requested; only uncentred
+        statistics can skip them).
     cross : ndarray of shape (d_x, d_y)
         ``sum_i w_i (x_i - m_x)(y_i - m_y)^T`` when ``centered`` else ``sum_i w_i x_i y_i^T``.
     sq_x : float
-        ``sum_i w_i ||x_i - m_x||^2`` when ``centered`` else ``sum_i w_i ||x_i||^2``.
+        ``sum_i w_i ||x_i - m_x||^2`` when ``centered`` else ``sum_i w_i ||x_i||^2`` (NaN
+        when it was not requested).
     gram_x : ndarray of shape (d_x, d_x) or None
         ``sum_i w_i (x_i - m_x)(x_i - m_x)^T`` (or the raw version); only when requested.
     centered : bool
@@ -91,51 +101,149 @@ class PairMoments:
             centered=self.centered,
         )
 
+    def is_finite(self):
+        """Whether the requested statistics are finite (NaN/inf input shows up here)."""
+        parts = [self.cross] if self.gram_x is None else [self.cross, self.gram_x]
+        if self.centered:
+            parts += [self.mean_x, self.mean_y]
+        return all(np.isfinite(part).all() for part in parts) and not np.isinf(self.sq_x)
 
-def _chunk_moments(X, Y, w, centered, need_gram):
-    """Moments of one chunk of torch rows (input dtype), returned in float64 numpy."""
-    if w is None:
-        weight = float(X.shape[0])
-        mean_x = torch.sum(X, dim=0, dtype=torch.float64) / weight
-        mean_y = torch.sum(Y, dim=0, dtype=torch.float64) / weight
-    else:
-        weight = float(torch.sum(w, dtype=torch.float64))
-        w64 = w.double()
-        mean_x = (w64 @ X.double()) / weight if weight > 0 else X.new_zeros(X.shape[1]).double()
-        mean_y = (w64 @ Y.double()) / weight if weight > 0 else Y.new_zeros(Y.shape[1]).double()
-    if centered:
-        X = X - mean_x.to(X.dtype)
-        Y = Y - mean_y.to(Y.dtype)
-    Yw = Y if w is None else Y * w[:, None]
-    Xw = X if w is None else X * w[:, None]
+
+def _shift(X, w):
+    """A rough mean of the first rows (float64), used as the common shift of all chunks."""
+    head = X[:_SHIFT_ROWS].double()
+    if w is not None:
+        w_head = w[:_SHIFT_ROWS].double()
+        if float(w_head.sum()) > 0:
+            return (w_head @ head) / w_head.sum()
+    return head.mean(dim=0)
+
+
+def _rows(data, start, stop, device, dtype):
+    """Rows ``start:stop`` of a numpy array or torch tensor as a tensor on ``device``."""
+    if isinstance(data, torch.Tensor):
+        return data[start:stop].to(device=device, dtype=dtype)
+    return to_torch(data[start:stop], device, dtype)
+
+
+def compute_moments(
+    X,
+    Y,
+    sample_weight=None,
+    *,
+    centered,
+    need_gram=False,
+    device,
+    need_means=True,
+    need_sq_x=True,
+):
+    """Moments of validated numpy arrays ``X`` (n, d_x) and ``Y`` (n, d_y) on ``device``.
+
+    Rows are processed in chunks of ``_CHUNK_ROWS``, which bounds the memory of the shifted
+    temporaries and the length of each float32 accumulation.  No finiteness check is made
+    here: NaN or inf in the input make ``cross`` non-finite (see ``PairMoments.is_finite``).
+
+    Parameters
+    ----------
+    X, Y : ndarray or torch.Tensor of shape (n, d_x), (n, d_y)
+        Paired rows, same float dtype (the GEMMs run in it).  Tensors are read where
+        they are, chunk by chunk.
+    sample_weight : ndarray of shape (n,) or None
+        Non-negative row weights.
+    centered : bool
+        Centre both sides on their weighted means (co-moments) or not (raw products).
+    need_gram : bool, default=False
+        Also compute ``gram_x``.
+    device : torch.device
+        Where the GEMMs run.
+    need_means : bool, default=True
+        Compute the means of uncentred statistics (centred ones always have them).
+        Skipping them saves a pass over the data; they are NaN then.
+    need_sq_x : bool, default=True
+        Compute ``sq_x`` (NaN otherwise).
+
+    Returns
+    -------
+    PairMoments
+    """
+    n, d_x = X.shape
+    d_y = Y.shape[1]
+    need_means = need_means or centered
+    dtype = torch.float64 if X.dtype in (np.float64, torch.float64) else torch.float32
+    f64 = {"dtype": torch.float64, "device": device}
+    weight = 0.0
+    cross = torch.zeros((d_x, d_y), **f64)
+    gram = torch.zeros((d_x, d_x), **f64) if need_gram else None
+    sum_x = torch.zeros(d_x, **f64)
+    sum_y = torch.zeros(d_y, **f64)
+    sq_x = torch.zeros((), **f64)
+    shift_x = shift_y = buffer_x = buffer_y = None
     with no_tf32():
-        cross = (X.T @ Yw).double()
-        gram = (X.T @ Xw).double() if need_gram else None
-    sq_x = float(torch.sum(X * Xw, dtype=torch.float64))
+        for start in range(0, n, _CHUNK_ROWS):
+            stop = min(start + _CHUNK_ROWS, n)
+            Xc = _rows(X, start, stop, device, dtype)
+            Yc = _rows(Y, start, stop, device, dtype)
+            wc = None if sample_weight is None else _rows(sample_weight, start, stop, device, None)
+            if centered:
+                if shift_x is None:
+                    # Round the shift to the input dtype so that the value subtracted is
+                    # exactly the value added back to the means.
+                    shift_x = _shift(Xc, wc).to(dtype)
+                    shift_y = _shift(Yc, wc).to(dtype)
+                    # Reused buffers: fresh chunk-sized allocations cost page faults.
+                    rows = min(_CHUNK_ROWS, n)
+                    buffer_x = torch.empty((rows, d_x), dtype=dtype, device=device)
+                    buffer_y = torch.empty((rows, d_y), dtype=dtype, device=device)
+                Xc = torch.sub(Xc, shift_x, out=buffer_x[: stop - start])
+                Yc = torch.sub(Yc, shift_y, out=buffer_y[: stop - start])
+            if wc is None:
+                weight += stop - start
+                Yw = Yc
+                if need_means:
+                    sum_x += Xc.sum(dim=0).double()
+                    sum_y += Yc.sum(dim=0).double()
+            else:
+                wc64 = wc.double()
+                weight += float(wc64.sum())
+                wcol = wc.to(dtype)[:, None]
+                # The shifted Y buffer is ours to scale in place; raw input is not.
+                Yw = Yc.mul_(wcol) if centered else Yc * wcol
+                if need_means:
+                    sum_x += (wc.to(dtype) @ Xc).double()
+                    sum_y += Yw.sum(dim=0).double()
+            cross += (Xc.T @ Yw).double()
+            if need_sq_x:
+                # Row norms keep each float32 sum short; the rows are summed in float64.
+                row_sq = torch.linalg.vector_norm(Xc, dim=1).double().square()
+                sq_x += row_sq.sum() if wc is None else row_sq @ wc64
+            if need_gram:
+                Xw = Xc if wc is None else Xc * wcol
+                gram += (Xc.T @ Xw).double()
+    nan = float("nan")
+    if not need_means:
+        mean_x = torch.full((d_x,), nan, **f64)
+        mean_y = torch.full((d_y,), nan, **f64)
+    elif weight > 0:
+        mean_x = sum_x / weight
+        mean_y = sum_y / weight
+    else:
+        mean_x = torch.zeros(d_x, **f64)
+        mean_y = torch.zeros(d_y, **f64)
+    if centered:
+        # The chunks were centred on the shift, not on the mean: remove the remaining
+        # (small) offset exactly, then express the means in the original coordinates.
+        cross -= weight * torch.outer(mean_x, mean_y)
+        sq_x -= weight * (mean_x @ mean_x)
+        if need_gram:
+            gram -= weight * torch.outer(mean_x, mean_x)
+        mean_x = mean_x + shift_x.double() if shift_x is not None else mean_x
+        mean_y = mean_y + shift_y.double() if shift_y is not None else mean_y
     return PairMoments(
-        weight=weight,
+        weight=float(weight),
         mean_x=mean_x.cpu().numpy(),
         mean_y=mean_y.cpu().numpy(),
         cross=cross.cpu().numpy(),
-        sq_x=sq_x,
+        sq_x=float(sq_x) if need_sq_x else nan,
         gram_x=None if gram is None else gram.cpu().numpy(),
         centered=centered,
     )
-
-
-def compute_moments(X, Y, sample_weight=None, *, centered, need_gram=False, device):
-    """Moments of validated numpy arrays ``X`` (n, d_x) and ``Y`` (n, d_y) on ``device``.
-
-    Rows are processed in chunks whose statistics are merged, which bounds the memory of
-    the centred temporaries and improves the float32 accumulation over very many rows.
-    """
-    dtype = torch.float64 if X.dtype == np.float64 else torch.float32
-    result = None
-    for start in range(0, max(X.shape[0], 1), _CHUNK_ROWS):
-        stop = start + _CHUNK_ROWS
-        Xt = to_torch(X[start:stop], device, dtype)
-        Yt = to_torch(Y[start:stop], device, dtype)
-        wt = None if sample_weight is None else to_torch(sample_weight[start:stop], device, dtype)
-        part = _chunk_moments(Xt, Yt, wt, centered, need_gram)
-        result = part if result is None else result.merge(part)
-    return result

@@ -6,15 +6,15 @@ import torch
 from sklearn.base import _fit_context
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from ._backend import resolve_device
-from ._base import BaseAligner, apply_affine, pick_target
+from ._backend import as_numpy_input, resolve_device
+from ._base import BaseAligner, apply_affine, pick_target, raise_not_finite
 from ._moments import PairMoments, compute_moments
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
 
 
 def procrustes_from_cross(cross, *, allow_reflection=True):
-    """Orthogonal factor of ``cross = X^T Y``: ``W = U V^T`` from its thin SVD.
+    """Orthogonal factor of ``cross = X^T Y``: ``W = U V^T`` from its thin SVD (float64).
 
     Parameters
     ----------
@@ -22,39 +22,57 @@ def procrustes_from_cross(cross, *, allow_reflection=True):
         The (optionally centred and weighted) cross product ``X^T Y``.
     allow_reflection : bool, default=True
         When False and the map is square, flip the last singular direction if needed so
-        that ``det(W) = +1`` (Kabsch).  Rectangular maps have no determinant; the flag
-        has no effect on them.
+        that ``det(W) = +1`` (Kabsch).  A rectangular map is the restriction of a square
+        one on the zero-padded problem, which can always be made a rotation by flipping a
+        padded direction without changing the map, so the flag does not change it.
 
     Returns
     -------
     W : ndarray of shape (d_x, d_y), float64
-        Orthonormal columns when d_x <= d_y, orthonormal rows otherwise.
+        Orthonormal rows (``W W^T = I``, norms kept) when d_x <= d_y, orthonormal
+        columns (``W^T W = I``, a projection) otherwise.
     singular_values : ndarray of shape (min(d_x, d_y),)
     signs : ndarray of shape (min(d_x, d_y),)
         +1, or -1 for the flipped direction; ``sum(signs * singular_values)`` is the
         trace that the optimal isotropic scale is computed from.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_compat.procrustes import procrustes_from_cross
+    >>> W, S, signs = procrustes_from_cross(np.diag([3.0, -2.0]), allow_reflection=False)
+    >>> W
+    array([[1., 0.],
+           [0., 1.]])
+    >>> S, signs
+    (array([3., 2.]), array([ 1., -1.]))
     """
-    cross = np.asarray(cross, dtype=np.float64)
+    cross = torch.as_tensor(np.asarray(cross, dtype=np.float64))
     try:
-        U, S, Vt = scipy.linalg.svd(cross, full_matrices=False, lapack_driver="gesdd")
-    except np.linalg.LinAlgError:
-        # gesdd occasionally fails to converge on badly scaled input; gesvd is slower
-        # but robust.
-        U, S, Vt = scipy.linalg.svd(cross, full_matrices=False, lapack_driver="gesvd")
-    signs = np.ones_like(S)
+        U, S, Vt = torch.linalg.svd(cross, full_matrices=False)
+    except torch.linalg.LinAlgError:
+        # The default driver (gesdd) can fail to converge on badly scaled input; gesvd
+        # is slower but robust.
+        U, S, Vt = (
+            torch.as_tensor(a)
+            for a in scipy.linalg.svd(cross.numpy(), full_matrices=False, lapack_driver="gesvd")
+        )
+    signs = torch.ones_like(S)
     square = cross.shape[0] == cross.shape[1]
-    if not allow_reflection and square and np.linalg.det(U) * np.linalg.det(Vt) < 0:
+    if not allow_reflection and square and torch.linalg.det(U) * torch.linalg.det(Vt) < 0:
         signs[-1] = -1.0
-    return (U * signs) @ Vt, S, signs
+    W = (U * signs) @ Vt
+    return W.numpy(), S.numpy(), signs.numpy()
 
 
 class OrthogonalProcrustesAligner(BaseAligner):
     """Map X's embedding space into Y's with an orthogonal matrix (Procrustes).
 
-    Solves ``min_W ||s (X - m_x) W + m_y - Y||_F`` over matrices ``W`` (d_x, d_y) with
-    orthonormal columns (d_x <= d_y) or rows (d_x > d_y), in closed form from the thin
-    SVD of ``X^T Y``.  An orthogonal map keeps the new model's own geometry (angles and,
-    when d_x <= d_y, norms) while putting its embeddings where the old model's are.
+    Solves ``min_W ||s (X - m_x) W + m_y - Y||_F`` over orthogonal ``W`` (d_x, d_y) in
+    closed form from the thin SVD of ``X^T Y``.  An orthogonal map keeps the new model's
+    own geometry (angles and norms) while putting its embeddings where the old model's
+    are.  Rectangular maps need no padding: when d_x < d_y, ``W`` has orthonormal rows and
+    keeps norms; when d_x > d_y, it has orthonormal columns (a projection).
 
     Read more in METHODS.md, section 1.
 
@@ -68,7 +86,8 @@ class OrthogonalProcrustesAligner(BaseAligner):
         Also fit an isotropic scale ``s = trace(S) / ||X_c||_F^2``.
     allow_reflection : bool, default=True
         Allow ``det(W) = -1``.  Reflections are legitimate for embeddings (similarities
-        are invariant to them); set False for rotations only (square maps).
+        are invariant to them); set False for rotations only (Kabsch).  Only square maps
+        are affected: a rectangular map can always be completed into a rotation.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         Where the cross product and transforms are computed.  The SVD of the small
         (d_x, d_y) matrix always runs in float64 on the CPU.
@@ -78,15 +97,15 @@ class OrthogonalProcrustesAligner(BaseAligner):
     W_ : ndarray of shape (n_features_in_, n_targets_)
         The orthogonal map, float64.
     mean_x_ : ndarray of shape (n_features_in_,)
-        Column means of X (zeros unless ``center``).
+        Weighted column means of X (zeros unless ``center``).
     mean_y_ : ndarray of shape (n_targets_,)
-        Column means of Y (zeros unless ``center``).
+        Weighted column means of Y (zeros unless ``center``).
     scale_ : float
         Isotropic scale (1.0 unless ``scale``).
     singular_values_ : ndarray of shape (min(n_features_in_, n_targets_),)
-        Singular values of the (centred, weighted) cross product ``X^T Y``.
+        Singular values of the (centred, weighted) cross product ``X^T Y``, descending.
     n_samples_seen_ : int
-        Rows seen by ``fit`` or all ``partial_fit`` calls.
+        Rows seen by ``fit`` or by all ``partial_fit`` calls since the last ``fit``.
     n_features_in_ : int
         Width of X.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -100,10 +119,20 @@ class OrthogonalProcrustesAligner(BaseAligner):
 
     Notes
     -----
-    ``fit`` accumulates the weighted means and the centred cross product chunk by chunk
-    with the GEMM in the input dtype on ``device`` (TF32 off), and merges the chunks with
-    Chan et al.'s pairwise update; ``partial_fit`` merges batches the same way, so a
-    sequence of ``partial_fit`` calls gives the same map as one ``fit`` on all rows.
+    ``fit`` accumulates the cross product ``X^T diag(w) Y`` over chunks of 65,536 rows,
+    each GEMM in the input dtype on ``device`` (TF32 off), summed in float64.  With
+    ``center=True`` every chunk is first shifted by a rough mean of the first rows, so a
+    float32 GEMM never sees a large common offset (the shortcut ``X^T Y - n m_x m_y^T``
+    cancels badly in float32); the small remaining offset is removed exactly in float64.
+    ``partial_fit`` merges batches with Chan et al.'s pairwise update, so a sequence of
+    ``partial_fit`` calls gives the same map as one ``fit`` on all rows.  Sample weights
+    enter exactly (weighted means and ``X_c^T diag(w) Y_c``), so integer weights equal
+    repeated rows.  NaN or infinity in the input are found from the statistics (no
+    separate scan over the data) and reported like scikit-learn does.
+
+    When d_x != d_y, the map solves the problem with the smaller side zero-padded to
+    the larger width; the scale is optimal for that problem.  When d_x > d_y,
+    ``inverse_transform`` recovers the part of X that the map keeps.
 
     Examples
     --------
@@ -118,6 +147,9 @@ class OrthogonalProcrustesAligner(BaseAligner):
     True
     >>> aligner.score(X, X @ Q)
     1.0
+    >>> Z = aligner.transform(X)
+    >>> bool(np.allclose(aligner.inverse_transform(Z), X))
+    True
     """
 
     _parameter_constraints: dict = {
@@ -153,8 +185,6 @@ class OrthogonalProcrustesAligner(BaseAligner):
         self : object
             Fitted aligner.
         """
-        for attr in ("_moments_state", "n_samples_seen_"):
-            self.__dict__.pop(attr, None)
         return self._update(X, pick_target(Y, y), sample_weight, reset=True)
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -162,7 +192,8 @@ class OrthogonalProcrustesAligner(BaseAligner):
         """Update the map with a batch of paired rows.
 
         The sufficient statistics of all batches so far are merged exactly, so the result
-        equals ``fit`` on the concatenation of the batches.
+        equals ``fit`` on the concatenation of the batches.  ``center`` and ``scale``
+        must stay as they were at the first call.
 
         Parameters
         ----------
@@ -184,39 +215,62 @@ class OrthogonalProcrustesAligner(BaseAligner):
         return self._update(X, pick_target(Y, y), sample_weight, reset=first)
 
     def _update(self, X, Y, sample_weight, *, reset):
-        X, Y = self._validate_pair(X, Y, reset=reset)
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=X.dtype, ensure_non_negative=True
-            )
         device = resolve_device(self.device)
-        batch = compute_moments(X, Y, sample_weight, centered=self.center, device=device)
-        if not reset:
-            previous = PairMoments(**self._moments_state)
+        previous = None if reset else PairMoments(**self._moments_state)
+        if previous is not None:
             if previous.centered != self.center:
                 raise ValueError(
-                    "center was changed between partial_fit calls; call fit to start over."
+                    f"center was {previous.centered} in earlier partial_fit calls and is "
+                    f"{self.center} now; call fit to start over."
                 )
+            if self.scale and np.isnan(previous.sq_x):
+                raise ValueError(
+                    "scale=True needs ||X||^2, which earlier partial_fit calls made with "
+                    "scale=False did not collect; call fit to start over."
+                )
+        # The finiteness scan is left to the statistics: NaN/inf make X^T Y non-finite.
+        # Tensors stay where they are (a GPU tensor is not copied to the host and back).
+        X, Y = self._validate_pair(X, Y, reset=reset, ensure_all_finite=False, keep_tensors=True)
+        if sample_weight is not None:
+            float64 = X.dtype in (np.float64, torch.float64)
+            sample_weight = _check_sample_weight(
+                as_numpy_input(sample_weight),
+                X,
+                dtype=np.float64 if float64 else np.float32,
+                ensure_non_negative=True,
+            )
+        batch = compute_moments(
+            X,
+            Y,
+            sample_weight,
+            centered=self.center,
+            device=device,
+            # Uncentred fits need neither the means nor, without scale, ||X||^2.
+            need_means=self.center,
+            need_sq_x=self.scale,
+        )
+        if not batch.is_finite():
+            raise_not_finite(X, Y)
+        if previous is not None:
             batch = previous.merge(batch)
         if batch.weight <= 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+        self._solve(batch)
         self._moments_state = vars(batch).copy()
         self.n_samples_seen_ = X.shape[0] + (0 if reset else self.n_samples_seen_)
-        self._solve(batch)
         return self
 
     def _solve(self, moments):
         W, S, signs = procrustes_from_cross(moments.cross, allow_reflection=self.allow_reflection)
-        if self.scale:
-            scale = float(np.dot(signs, S) / moments.sq_x) if moments.sq_x > 0 else 1.0
-        else:
-            scale = 1.0
+        scale = 1.0
+        if self.scale and moments.sq_x > 0:
+            scale = float(np.dot(signs, S) / moments.sq_x)
         if self.center:
             self.mean_x_ = moments.mean_x.copy()
             self.mean_y_ = moments.mean_y.copy()
         else:
-            self.mean_x_ = np.zeros_like(moments.mean_x)
-            self.mean_y_ = np.zeros_like(moments.mean_y)
+            self.mean_x_ = np.zeros(moments.cross.shape[0])
+            self.mean_y_ = np.zeros(moments.cross.shape[1])
         self.W_ = W
         self.scale_ = scale
         self.singular_values_ = S
@@ -228,17 +282,19 @@ class OrthogonalProcrustesAligner(BaseAligner):
     def inverse_transform(self, Z):
         """Map embeddings from Y's space back into X's space.
 
-        Uses ``W^T``, which is the exact inverse when d_x == d_y and the least-squares
-        (pseudo-) inverse otherwise.
+        Uses ``W^T / scale_``, the exact inverse when d_x == d_y.  When d_x < d_y it
+        recovers X exactly from ``transform(X)``; when d_x > d_y it is the least-squares
+        (pseudo-) inverse and recovers the part of X that the map keeps.
 
         Parameters
         ----------
-        Z : array-like of shape (n_samples, n_targets_)
+        Z : array-like or torch.Tensor of shape (n_samples, n_targets_)
             Embeddings in Y's space, e.g. the output of ``transform``.
 
         Returns
         -------
         ndarray of shape (n_samples, n_features_in_)
+            In Z's float dtype.
         """
         check_is_fitted(self)
         Z = self._validate_target(Z, name="Z")

@@ -1,0 +1,129 @@
+"""Device resolution, numpy <-> torch conversion, seeded generators, TF32 switch."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from sklearn_compat._backend import (
+    as_numpy_input,
+    no_tf32,
+    resolve_device,
+    to_numpy,
+    to_torch,
+    torch_generator,
+)
+from sklearn_compat._base import apply_affine, pick_target
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+# --------------------------------------------------------------------- resolve_device
+def test_resolve_device_cpu_and_auto():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(torch.device("cpu")) == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if HAS_CUDA else "cpu")
+
+
+@pytest.mark.parametrize("bad", ["gpu", "CUDA", "cuda:", "cuda:-1", "mps", "", 3, None])
+def test_resolve_device_rejects_unknown_names(bad):
+    with pytest.raises(ValueError, match="device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"):
+        resolve_device(bad)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="needs a machine without CUDA")
+def test_resolve_device_missing_cuda_raises_for_training():
+    with pytest.raises(ValueError, match="device='cuda:0' is not available: torch sees no"):
+        resolve_device("cuda:0")
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="needs a machine without CUDA")
+def test_resolve_device_missing_cuda_falls_back_for_inference():
+    with pytest.warns(RuntimeWarning, match="not available .* running on the CPU"):
+        assert resolve_device("cuda", for_inference=True) == torch.device("cpu")
+
+
+# --------------------------------------------------------------------- conversions
+def test_as_numpy_input_converts_tensors_only():
+    array = np.ones((2, 3))
+    assert as_numpy_input(array) is array
+    assert as_numpy_input([[1, 2]]) == [[1, 2]]
+    tensor = torch.ones(2, 3, requires_grad=True)
+    out = as_numpy_input(tensor)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32
+    for dtype in (torch.float16, torch.bfloat16):
+        assert as_numpy_input(torch.ones(2, dtype=dtype)).dtype == np.float32
+    assert as_numpy_input(torch.ones(2, dtype=torch.float64)).dtype == np.float64
+
+
+def test_to_torch_shares_memory_when_it_can():
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    tensor = to_torch(array, torch.device("cpu"), torch.float32)
+    assert tensor.data_ptr() == array.__array_interface__["data"][0]
+    converted = to_torch(array, "cpu", torch.float64)
+    assert converted.dtype == torch.float64
+    np.testing.assert_array_equal(converted.numpy(), array)
+    # Non-contiguous input is made contiguous, not rejected.
+    np.testing.assert_array_equal(to_torch(array.T, "cpu").numpy(), array.T)
+
+
+def test_to_torch_read_only_array_without_warning():
+    array = np.ones((3, 2))
+    array.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tensor = to_torch(array, "cpu")
+    assert tensor.shape == (3, 2)
+
+
+def test_to_numpy_owns_its_memory():
+    tensor = torch.arange(4.0)
+    out = to_numpy(tensor)
+    tensor += 1
+    np.testing.assert_array_equal(out, [0.0, 1.0, 2.0, 3.0])
+
+
+# --------------------------------------------------------------------- generators, TF32
+def test_torch_generator_repeats_for_an_int_seed():
+    a = torch.rand(5, generator=torch_generator(7, "cpu"))
+    b = torch.rand(5, generator=torch_generator(7, "cpu"))
+    c = torch.rand(5, generator=torch_generator(8, "cpu"))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_torch_generator_advances_a_random_state():
+    rs = np.random.RandomState(0)
+    a = torch.rand(5, generator=torch_generator(rs, "cpu"))
+    b = torch.rand(5, generator=torch_generator(rs, "cpu"))
+    assert not torch.equal(a, b)
+
+
+def test_no_tf32_restores_flags():
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with no_tf32():
+            assert torch.backends.cuda.matmul.allow_tf32 is False
+            assert torch.backends.cudnn.allow_tf32 is False
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+# --------------------------------------------------------------------- base helpers
+def test_apply_affine_dtype_and_empty_input():
+    A = np.arange(6, dtype=np.float64).reshape(2, 3)
+    b = np.ones(3)
+    X = np.array([[1.0, 2.0]], dtype=np.float32)
+    out = apply_affine(X, A, b, torch.device("cpu"))
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, X @ A + b)
+    assert apply_affine(np.empty((0, 2)), A, b, torch.device("cpu")).shape == (0, 3)
+
+
+def test_pick_target():
+    assert pick_target(1, None) == 1
+    assert pick_target(None, 2) == 2
+    with pytest.raises(TypeError, match="not both"):
+        pick_target(1, 2)

@@ -1,0 +1,73 @@
+"""OrthogonalProcrustesAligner on a CUDA device (skipped without one, see conftest.py)."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from sklearn_compat import OrthogonalProcrustesAligner
+
+pytestmark = pytest.mark.cuda
+
+
+def _data(rng, n=5000, d_x=48, d_y=40, dtype=np.float32):
+    X = (rng.normal(size=(n, d_x)) + 3).astype(dtype)
+    Y = (X @ rng.normal(size=(d_x, d_y)) / np.sqrt(d_x) + rng.normal(size=(n, d_y))).astype(dtype)
+    return X, Y
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("params", [{}, {"center": True, "scale": True}])
+def test_fit_on_cuda_equals_fit_on_cpu(rng, dtype, params):
+    X, Y = _data(rng, dtype=dtype)
+    w = rng.uniform(0.5, 2.0, size=X.shape[0])
+    cpu = OrthogonalProcrustesAligner(device="cpu", **params).fit(X, Y, w)
+    gpu = OrthogonalProcrustesAligner(device="cuda", **params).fit(X, Y, w)
+    # TF32 would leave ~1e-3 here; the moments are computed with it off.
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(gpu.W_, cpu.W_, atol=tol)
+    np.testing.assert_allclose(gpu.singular_values_, cpu.singular_values_, rtol=tol)
+    assert gpu.scale_ == pytest.approx(cpu.scale_, rel=tol)
+    Z = gpu.transform(X)
+    assert isinstance(Z, np.ndarray) and Z.dtype == dtype
+    np.testing.assert_allclose(Z, cpu.transform(X), atol=50 * tol)
+
+
+def test_partial_fit_on_cuda_equals_fit(rng):
+    X, Y = _data(rng, dtype=np.float64)
+    full = OrthogonalProcrustesAligner(device="cuda", center=True).fit(X, Y)
+    streamed = OrthogonalProcrustesAligner(device="cuda", center=True)
+    for rows in np.array_split(np.arange(X.shape[0]), 3):
+        streamed.partial_fit(X[rows], Y[rows])
+    np.testing.assert_allclose(streamed.W_, full.W_, atol=1e-10)
+
+
+def test_cuda_tensor_input(rng):
+    X, Y = _data(rng)
+    Xt = torch.from_numpy(X).cuda()
+    Yt = torch.from_numpy(Y).cuda()
+    on_tensors = OrthogonalProcrustesAligner(device="cuda", center=True).fit(Xt, Yt)
+    on_arrays = OrthogonalProcrustesAligner(device="cuda", center=True).fit(X, Y)
+    np.testing.assert_allclose(on_tensors.W_, on_arrays.W_, atol=1e-6)
+    assert isinstance(on_tensors.W_, np.ndarray)
+    Z = on_tensors.transform(Xt)
+    assert isinstance(Z, np.ndarray) and Z.dtype == np.float32
+    assert on_tensors.score(Xt, Yt) == on_arrays.score(X, Y)
+
+
+def test_model_fitted_on_cuda_pickles_and_transforms_on_cpu(rng, monkeypatch):
+    X, Y = _data(rng)
+    gpu = OrthogonalProcrustesAligner(device="cuda", center=True, scale=True).fit(X, Y)
+    expected = gpu.transform(X)
+    loaded = pickle.loads(pickle.dumps(gpu))
+    for attr in ("W_", "mean_x_", "mean_y_", "singular_values_"):
+        assert isinstance(getattr(loaded, attr), np.ndarray)  # CPU state, no tensors
+    np.testing.assert_allclose(loaded.set_params(device="cpu").transform(X), expected, atol=1e-4)
+    # On a machine where torch sees no GPU, device="cuda" falls back for inference.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    cpu_only = pickle.loads(pickle.dumps(gpu))
+    with pytest.warns(RuntimeWarning, match="running on the CPU"):
+        Z = cpu_only.transform(X)
+    np.testing.assert_allclose(Z, expected, atol=1e-4)
