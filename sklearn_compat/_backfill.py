@@ -15,6 +15,7 @@ from sklearn.utils import check_random_state
 
 from ._backend import resolve_device
 from ._ranking import (
+    AP_BYTES_PER_ENTRY,
     average_precision_rows,
     check_embeddings,
     encode_labels,
@@ -256,9 +257,9 @@ def backfilling_curve(
     w = torch.as_tensor(weights, device=dev)
 
     # Per entry: two similarity slabs, the selected one, the relevance mask, and for AP
-    # the sort buffers of average_precision_rows.
+    # the buffers of average_precision_rows.
     itemsize = Q.element_size()
-    per_entry = 3 * itemsize + 1 + (2 * 8 + itemsize + 8 if kind == "map" else 0)
+    per_entry = 3 * itemsize + 1 + (AP_BYTES_PER_ENTRY if kind == "map" else 0)
     totals = torch.zeros(n_steps + 1, dtype=torch.float64, device=dev)
     weight_sums = torch.zeros(n_steps + 1, dtype=torch.float64, device=dev)
     for start, stop, sims_old in similarity_blocks(

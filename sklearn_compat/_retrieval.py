@@ -10,6 +10,7 @@ from sklearn.utils.validation import _check_sample_weight
 from ._backend import resolve_device
 from ._ranking import (
     check_embeddings,
+    count_true,
     encode_labels,
     label_rank_stats,
     mask_self,
@@ -448,7 +449,7 @@ def neighbourhood_preservation(
         mask_self(sims_ref, start, -torch.inf)
         mask_self(sims_map, start, -torch.inf)
         both = topk_mask(sims_ref, k) & topk_mask(sims_map, k)
-        shared[start:stop] = both.sum(dim=1)
+        shared[start:stop] = count_true(both)
     shared = shared.cpu().numpy()
     if kind == "overlap":
         return float(np.mean(shared / k))
