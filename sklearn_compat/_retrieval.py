@@ -139,7 +139,7 @@ def paired_topk_accuracy(
 
     Row ``i`` of ``gallery`` is the partner of row ``i`` of ``queries`` (for an aligner:
     ``queries = aligner.transform(X)``, ``gallery = Y``); every gallery row competes.
-    Ties count against the query, so a map that sends everything to one point scores 0.
+    Ties count against the query, so a gallery collapsed to one point scores 0, not 1.
 
     Parameters
     ----------
