@@ -346,7 +346,7 @@ def mean_average_precision(
         Where to compute.
     memory_budget : int, default=None
         Bytes of working memory per block of queries (None: 128 MiB); each block is
-        sorted row by row, so it needs about 25 bytes per similarity.
+        sorted row by row, so it needs about 45 bytes per similarity.
 
     Returns
     -------
