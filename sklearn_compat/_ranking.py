@@ -8,7 +8,7 @@ Conventions of every kernel here:
 - similarity is cosine: rows are L2-normalised first, and an all-zero row has similarity 0
   to everything (it matches nothing better than anything else);
 - ties count *against* the query: a relevant item tied with an irrelevant one is ranked
-  after it, so a degenerate map that sends everything to one point scores 0, not 1;
+  after it, so a gallery collapsed to one point retrieves nothing (scores 0, not 1);
 - a query can be excluded from its own gallery (``exclude_self``): gallery row ``i`` is then
   removed from the list of query row ``i`` (the same item embedded by another model, or the
   same row when query set and gallery set coincide).
@@ -148,8 +148,8 @@ def paired_ranks(queries, gallery, *, device="auto", budget=_SLAB_BYTES, csls_k=
     """Rank of each query's own gallery row among all gallery rows, by cosine similarity.
 
     ``rank[i]`` is the number of gallery rows ``j != i`` whose similarity to query ``i`` is
-    at least that of row ``i``.  Ties count against the query, so a degenerate map that sends
-    everything to one point scores 0 rather than 1.
+    at least that of row ``i``.  Ties count against the query, so a gallery collapsed to one
+    point gives every query the worst rank rather than the best.
 
     Parameters
     ----------

@@ -139,7 +139,7 @@ def paired_topk_accuracy(
 
     Row ``i`` of ``gallery`` is the partner of row ``i`` of ``queries`` (for an aligner:
     ``queries = aligner.transform(X)``, ``gallery = Y``); every gallery row competes.
-    Ties count against the query, so a map that sends everything to one point scores 0.
+    Ties count against the query, so a gallery collapsed to one point scores 0, not 1.
 
     Parameters
     ----------
@@ -346,7 +346,7 @@ def mean_average_precision(
         Where to compute.
     memory_budget : int, default=None
         Bytes of working memory per block of queries (None: 128 MiB); each block is
-        sorted row by row, so it needs about 25 bytes per similarity.
+        sorted row by row, so it needs about 45 bytes per similarity.
 
     Returns
     -------

@@ -6,8 +6,12 @@ A scorer is called as ``scorer(estimator, X, Y)`` on a held-out fold: it maps ``
 
 import re
 
+from sklearn.utils.metadata_routing import MetadataRequest
+
 from ._retrieval import (
     check_positive_int,
+    cmc_topk_accuracy,
+    mean_average_precision,
     mean_cosine_similarity,
     neighbourhood_preservation,
     paired_topk_accuracy,
@@ -20,15 +24,22 @@ __all__ = [
 ]
 
 _TOPK = re.compile(r"^(csls_)?top(\d+)$")
+_CMC = re.compile(r"^cmc_top(\d+)$")
 _FIXED_NAMES = ("mean_cosine", "neighbourhood_preservation")
 _EXAMPLE_NAMES = ("top1", "top5", "top10", "csls_top1", "csls_top5", "csls_top10")
+_LABEL_NAMES = ("cmc_top1", "cmc_top5", "map")
+_NEEDS_LABELS = (
+    "needs the class labels of the rows: call it as scorer(estimator, X, Y, labels=...), or "
+    "in GridSearchCV/cross_validate turn on metadata routing "
+    "(sklearn.set_config(enable_metadata_routing=True)) and pass labels=... to fit."
+)
 
 
 def get_retrieval_scorer_names():
     """Names accepted by :func:`make_retrieval_scorer`.
 
-    ``"top<k>"`` and ``"csls_top<k>"`` work for any positive ``k``; the list shows the
-    common ones.
+    ``"top<k>"``, ``"csls_top<k>"`` and ``"cmc_top<k>"`` work for any positive ``k``; the
+    list shows the common ones.  ``"cmc_top<k>"`` and ``"map"`` need class labels.
 
     Returns
     -------
@@ -40,11 +51,15 @@ def get_retrieval_scorer_names():
     >>> get_retrieval_scorer_names()[:3]
     ['top1', 'top5', 'top10']
     """
-    return [*_EXAMPLE_NAMES, *_FIXED_NAMES]
+    return [*_EXAMPLE_NAMES, *_FIXED_NAMES, *_LABEL_NAMES]
+
+
+def _needs_labels(metric):
+    return metric == "map" or bool(_CMC.match(metric))
 
 
 def _metric_function(metric, *, csls_k=10, k=10, device="auto", memory_budget=None):
-    """``fn(mapped, X, Y, sample_weight) -> float`` for a scorer name."""
+    """``fn(mapped, X, Y, sample_weight, labels) -> float`` for a scorer name."""
     if not isinstance(metric, str):
         raise ValueError(f"metric must be a string, got {metric!r}.")
     common = {"device": device}
@@ -53,7 +68,7 @@ def _metric_function(metric, *, csls_k=10, k=10, device="auto", memory_budget=No
         top = int(match.group(2))
         csls = check_positive_int(csls_k, "csls_k") if match.group(1) else None
 
-        def score(mapped, X, Y, sample_weight):
+        def score(mapped, X, Y, sample_weight, labels):
             return paired_topk_accuracy(
                 mapped,
                 Y,
@@ -67,14 +82,14 @@ def _metric_function(metric, *, csls_k=10, k=10, device="auto", memory_budget=No
         return score
     if metric == "mean_cosine":
 
-        def score(mapped, X, Y, sample_weight):
+        def score(mapped, X, Y, sample_weight, labels):
             return mean_cosine_similarity(mapped, Y, sample_weight=sample_weight, **common)
 
         return score
     if metric in ("neighbourhood_preservation", "neighborhood_preservation"):
         k = check_positive_int(k, "k")
 
-        def score(mapped, X, Y, sample_weight):
+        def score(mapped, X, Y, sample_weight, labels):
             if sample_weight is not None:
                 raise ValueError("neighbourhood_preservation does not take sample_weight.")
             return neighbourhood_preservation(
@@ -82,30 +97,80 @@ def _metric_function(metric, *, csls_k=10, k=10, device="auto", memory_budget=No
             )
 
         return score
+    match = _CMC.match(metric)
+    if (match and int(match.group(1)) >= 1) or metric == "map":
+        top = int(match.group(1)) if match else None
+
+        def score(mapped, X, Y, sample_weight, labels):
+            if labels is None:
+                raise ValueError(f"The {metric!r} scorer {_NEEDS_LABELS}")
+            # The fold's rows are both the queries (mapped X) and the gallery (Y): the
+            # paper's protocol, each query excluded from its own gallery.
+            options = {"sample_weight": sample_weight, "memory_budget": memory_budget}
+            if top is None:
+                return mean_average_precision(mapped, Y, labels, **options, **common)
+            return cmc_topk_accuracy(mapped, Y, labels, k=top, **options, **common)
+
+        return score
     raise ValueError(
         f"Unknown retrieval metric {metric!r}; use 'top<k>', 'csls_top<k>', "
-        "'mean_cosine' or 'neighbourhood_preservation'."
+        "'mean_cosine', 'neighbourhood_preservation', 'cmc_top<k>' or 'map'."
     )
 
 
 class _RetrievalScorer:
-    """Callable ``scorer(estimator, X, Y, sample_weight=None)``; greater is better."""
+    """Callable ``scorer(estimator, X, Y, sample_weight=None, labels=None)``.
+
+    Greater is better for every metric.  It takes part in scikit-learn's metadata routing:
+    ``labels`` are requested by default when a metric needs them, ``sample_weight`` only
+    after ``set_score_request(sample_weight=True)``.
+    """
 
     def __init__(self, metrics, kwargs, single):
         self._metrics = metrics
         self._kwargs = kwargs
         self._single = single
         self._functions = {name: _metric_function(name, **kwargs) for name in metrics}
+        needs_labels = any(_needs_labels(name) for name in metrics)
+        self._requests = {"labels": needs_labels, "sample_weight": None}
 
-    def __call__(self, estimator, X, Y=None, sample_weight=None, *, y=None):
+    def __call__(self, estimator, X, Y=None, sample_weight=None, *, y=None, labels=None):
         if Y is None:
             Y = y
         if Y is None:
             raise ValueError("A retrieval scorer needs Y, the paired target embeddings.")
         # One transform shared by every metric of this scorer.
         mapped = estimator.transform(X)
-        scores = {name: fn(mapped, X, Y, sample_weight) for name, fn in self._functions.items()}
+        scores = {
+            name: fn(mapped, X, Y, sample_weight, labels) for name, fn in self._functions.items()
+        }
         return scores[self._metrics[0]] if self._single else scores
+
+    def set_score_request(self, *, labels=None, sample_weight=None):
+        """Choose which metadata GridSearchCV and friends route to this scorer.
+
+        Only relevant with ``sklearn.set_config(enable_metadata_routing=True)``.
+
+        Parameters
+        ----------
+        labels, sample_weight : bool or None, default=None
+            True: route it here; False: do not; None: leave the current setting.
+
+        Returns
+        -------
+        self
+        """
+        for param, value in (("labels", labels), ("sample_weight", sample_weight)):
+            if value is not None:
+                self._requests[param] = bool(value)
+        return self
+
+    def get_metadata_routing(self):
+        """The scorer's metadata request (scikit-learn's routing protocol)."""
+        request = MetadataRequest(owner=type(self).__name__)
+        for param, value in self._requests.items():
+            request.score.add_request(param=param, alias=value)
+        return request
 
     def __repr__(self):
         args = [repr(self._metrics[0] if self._single else list(self._metrics))]
@@ -134,7 +199,12 @@ def make_retrieval_scorer(metric="top1", *, csls_k=10, k=10, device="auto", memo
         - ``"mean_cosine"``: :func:`mean_cosine_similarity` of the mapped rows and ``Y``;
         - ``"neighbourhood_preservation"``: :func:`neighbourhood_preservation` of ``X``'s
           ``k``-neighbourhoods in the mapped space (does the map keep the source model's
-          own geometry?).
+          own geometry?);
+        - ``"cmc_top<k>"``, ``"map"``: :func:`cmc_topk_accuracy` and
+          :func:`mean_average_precision` of the mapped rows (queries) against ``Y``
+          (gallery), the fold's own items, each query excluded from its own gallery.
+          They need the rows' class labels: ``scorer(estimator, X, Y, labels=...)``, or
+          through metadata routing in model selection (the scorer requests ``labels``).
     csls_k : int, default=10
         Neighbours of the CSLS hubness correction (``csls_top<k>`` only).
     k : int, default=10
@@ -147,7 +217,9 @@ def make_retrieval_scorer(metric="top1", *, csls_k=10, k=10, device="auto", memo
     Returns
     -------
     scorer : callable
-        ``scorer(estimator, X, Y, sample_weight=None) -> float``.
+        ``scorer(estimator, X, Y, sample_weight=None, labels=None) -> float``, with
+        ``set_score_request`` for metadata routing (``sample_weight`` is routed only once
+        requested).
 
     See Also
     --------
@@ -197,7 +269,7 @@ def make_multi_retrieval_scorer(
     Returns
     -------
     scorer : callable
-        ``scorer(estimator, X, Y, sample_weight=None) -> dict[str, float]``.
+        ``scorer(estimator, X, Y, sample_weight=None, labels=None) -> dict[str, float]``.
 
     Examples
     --------

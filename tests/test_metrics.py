@@ -562,3 +562,29 @@ def test_cuda_matches_cpu(rng):
         lambda d: alignability(X, Y, device=d).delta,
     ):
         assert fn("cuda") == pytest.approx(fn("cpu"), rel=1e-9)
+
+
+# ---------------------------------------------------------------------- real features
+@pytest.mark.shared_data
+def test_real_features_cross_model_retrieval(mnist_features):
+    from sklearn_compat import OrthogonalProcrustesAligner
+
+    data = mnist_features
+    train, test = data["train_idx"], data["test_idx"]
+    labels = data["labels"][test]
+    X, Y = ref_unit(data["cnn_s0"]), ref_unit(data["cnn_s1"])
+    old_old = cmc_topk_accuracy(Y[test], Y[test], labels)
+    raw = cmc_topk_accuracy(X[test], Y[test], labels)
+    aligner = OrthogonalProcrustesAligner(center=True).fit(X[train], Y[train])
+    mapped = aligner.transform(X[test])
+    aligned = cmc_topk_accuracy(mapped, Y[test], labels)
+    # Two independently trained nets: unrelated spaces until aligned, then class
+    # retrieval across models is close to the old model's own (benchmarks/RESULTS.md).
+    assert old_old > 0.9
+    assert raw < 0.3
+    assert aligned > old_old - 0.03
+    assert mean_average_precision(mapped, Y[test], labels) > 0.8
+    assert paired_topk_accuracy(mapped, Y[test]) == aligner.score(X[test], Y[test])
+    betas, values = backfilling_curve(mapped, Y[test], None, labels, n_steps=4)
+    assert values[0] == pytest.approx(aligned)
+    assert values[-1] == pytest.approx(cmc_topk_accuracy(mapped, mapped, labels))

@@ -3,13 +3,16 @@
 import numpy as np
 import pytest
 from scipy.stats import ortho_group
+from sklearn import config_context
 from sklearn.model_selection import GridSearchCV, KFold, cross_validate
 
 from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat.metrics import (
+    cmc_topk_accuracy,
     get_retrieval_scorer_names,
     make_multi_retrieval_scorer,
     make_retrieval_scorer,
+    mean_average_precision,
     mean_cosine_similarity,
     neighbourhood_preservation,
     paired_topk_accuracy,
@@ -156,9 +159,10 @@ def test_cross_validate_with_multi_scorer(offset_pair):
 def test_scorer_names_and_bad_names():
     names = get_retrieval_scorer_names()
     assert {"top1", "csls_top1", "mean_cosine", "neighbourhood_preservation"} <= set(names)
+    assert {"cmc_top1", "map"} <= set(names)
     for name in names:
         make_retrieval_scorer(name)
-    for bad in ("top0", "top", "accuracy", "cmc_top1", 3):
+    for bad in ("top0", "top", "accuracy", "cmc_top0", "map5", 3):
         with pytest.raises(ValueError, match="metric"):
             make_retrieval_scorer(bad)
     with pytest.raises(ValueError, match="csls_k must be a positive integer"):
@@ -175,3 +179,73 @@ def test_scorer_needs_y(offset_pair):
     with pytest.raises(ValueError, match="needs Y"):
         make_retrieval_scorer("top1")(aligner, X)
     assert make_retrieval_scorer("top1")(aligner, X, y=Y) == aligner.score(X, Y)
+
+
+# ---------------------------------------------------------------------- class labels
+@pytest.fixture
+def labelled_pair(rng):
+    """Clustered X with labels; Y a rotated, offset, noisy copy."""
+    labels = rng.integers(0, 4, size=150)
+    X = 2.0 * rng.normal(size=(4, 6))[labels] + rng.normal(size=(150, 6))
+    Q = ortho_group.rvs(6, random_state=1)
+    Y = X @ Q + 0.5 * rng.normal(size=X.shape) + 3.0
+    return X, Y, labels
+
+
+def test_label_scorers_called_directly(labelled_pair):
+    X, Y, labels = labelled_pair
+    aligner = OrthogonalProcrustesAligner(center=True).fit(X, Y)
+    Z = aligner.transform(X)
+    assert make_retrieval_scorer("cmc_top1")(aligner, X, Y, labels=labels) == (
+        cmc_topk_accuracy(Z, Y, labels)
+    )
+    assert make_retrieval_scorer("cmc_top3")(aligner, X, Y, labels=labels) == (
+        cmc_topk_accuracy(Z, Y, labels, k=3)
+    )
+    assert make_retrieval_scorer("map")(aligner, X, Y, labels=labels) == (
+        mean_average_precision(Z, Y, labels)
+    )
+    with pytest.raises(ValueError, match="enable_metadata_routing=True"):
+        make_retrieval_scorer("map")(aligner, X, Y)
+
+
+def test_grid_search_routes_labels_to_label_scorers(labelled_pair):
+    X, Y, labels = labelled_pair
+    cv = KFold(3, shuffle=True, random_state=0)
+    scorer = make_multi_retrieval_scorer(["top1", "cmc_top1", "map"])
+    with config_context(enable_metadata_routing=True):
+        search = GridSearchCV(
+            OrthogonalProcrustesAligner(),
+            {"center": [False, True]},
+            scoring=scorer,
+            refit="map",
+            cv=cv,
+        ).fit(X, Y, labels=labels)
+    assert search.best_index_ == int(np.argmax(search.cv_results_["mean_test_map"]))
+    # The fold scores are the metrics on each test fold's own rows and labels.
+    for candidate, center in enumerate([False, True]):
+        for fold, (train, test) in enumerate(cv.split(X)):
+            aligner = OrthogonalProcrustesAligner(center=center).fit(X[train], Y[train])
+            Z = aligner.transform(X[test])
+            got = search.cv_results_[f"split{fold}_test_map"][candidate]
+            assert got == pytest.approx(mean_average_precision(Z, Y[test], labels[test]))
+            got = search.cv_results_[f"split{fold}_test_cmc_top1"][candidate]
+            assert got == pytest.approx(cmc_topk_accuracy(Z, Y[test], labels[test]))
+
+
+def test_sample_weight_routing_is_opt_in(labelled_pair):
+    X, Y, labels = labelled_pair
+    w = np.random.default_rng(3).uniform(size=len(X))
+    cv = KFold(3)
+    scorer = make_retrieval_scorer("top1").set_score_request(sample_weight=True)
+    with config_context(enable_metadata_routing=True):
+        aligner = OrthogonalProcrustesAligner().set_fit_request(sample_weight=False)
+        result = cross_validate(aligner, X, Y, scoring=scorer, cv=cv, params={"sample_weight": w})
+    for fold, (train, test) in enumerate(cv.split(X)):
+        fitted = OrthogonalProcrustesAligner().fit(X[train], Y[train])
+        expected = paired_topk_accuracy(fitted.transform(X[test]), Y[test], sample_weight=w[test])
+        assert result["test_score"][fold] == pytest.approx(expected)
+    # Label scorers request labels by default; others do not (so labels meant for a
+    # LambdaOrthAligner's fit never reach them).
+    assert make_retrieval_scorer("map").get_metadata_routing().score.requests["labels"]
+    assert not make_retrieval_scorer("top1").get_metadata_routing().score.requests["labels"]
