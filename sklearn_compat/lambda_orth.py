@@ -21,7 +21,7 @@ from ._adapter import AffineAdapter
 from ._backend import no_tf32, resolve_device, to_torch, torch_generator
 from ._base import BaseAligner, apply_affine, pick_target
 from ._lambda_losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
-from ._lambda_train import TrainConfig, train_adapters
+from ._lambda_train import SMALL_STEP_MACS, TrainConfig, small_problem_threads, train_adapters
 from .procrustes import procrustes_from_cross
 
 __all__ = [
@@ -361,9 +361,14 @@ class LambdaOrthAligner(BaseAligner):
             b0 = self.bias_ / y_scale
         else:
             W0, b0 = self._initial_map(train[0], train[1], rng)
-        backward = AffineAdapter(
-            d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
-        ).to(device)
+        # torch's orthogonal parametrisation completes a rectangular start to a square
+        # matrix with torch.randn: seed it from random_state, without touching the
+        # caller's global torch RNG.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(rng.randint(0, 2**31 - 1)))
+            backward = AffineAdapter(
+                d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
+            ).to(device)
         forward = None
         if self.bidirectional:
             V0 = self.forward_W_ if warm else np.eye(d_y)
@@ -387,9 +392,11 @@ class LambdaOrthAligner(BaseAligner):
             verbose=int(self.verbose),
         )
         generator = torch_generator(rng, device)
-        history, n_epochs, best_epoch = train_adapters(
-            backward, forward, train, valid, config, generator, desc=type(self).__name__
-        )
+        small = device.type == "cpu" and self.batch_size * d_x * d_y <= SMALL_STEP_MACS
+        with small_problem_threads(small):
+            history, n_epochs, best_epoch = train_adapters(
+                backward, forward, train, valid, config, generator, desc=type(self).__name__
+            )
 
         Q = backward.weight.detach().cpu().double().numpy()
         if self.strict:

@@ -102,8 +102,13 @@ def test_large_lam_approaches_least_squares(rng):
     X, Y = planted_affine(rng, n=1000, noise=0.3)
     # Full-batch Adam, so the minibatch noise does not blur the comparison.
     est = LambdaOrthAligner(
-        lam=math.inf, contrastive_weight=0.0, lr=2e-2, max_epochs=500, batch_size=1000,
-        early_stopping=False, random_state=0,
+        lam=math.inf,
+        contrastive_weight=0.0,
+        lr=2e-2,
+        max_epochs=500,
+        batch_size=1000,
+        early_stopping=False,
+        random_state=0,
     ).fit(X, Y)
     coef, *_ = np.linalg.lstsq(np.c_[X, np.ones(len(X))], Y, rcond=None)
     np.testing.assert_allclose(est.W_, coef[:-1], atol=0.01)
@@ -124,8 +129,13 @@ def test_lam_zero_and_strict_approach_procrustes(rng, variant):
     X = rng.normal(size=(1500, d))
     Y = 3.0 * X @ Q + 0.05 * rng.normal(size=(1500, d))
     est = LambdaOrthAligner(
-        init="identity", contrastive_weight=0.0, lr=1e-2, max_epochs=100,
-        early_stopping=False, random_state=0, **variant,
+        init="identity",
+        contrastive_weight=0.0,
+        lr=1e-2,
+        max_epochs=100,
+        early_stopping=False,
+        random_state=0,
+        **variant,
     ).fit(X, Y)
     procrustes = OrthogonalProcrustesAligner(center=True).fit(X, Y)
     # W_ is in user units: Q times the unit conversion y_scale_ / x_scale_ (about 3).
@@ -206,16 +216,22 @@ def test_warm_start_continues(rng):
 def test_early_stopping_stops_and_keeps_best_epoch(rng):
     X, Y = planted_affine(rng, n=400, noise=2.0)
     est = LambdaOrthAligner(
-        lam=math.inf, max_epochs=400, lr=5e-2, early_stopping=True, n_iter_no_change=3,
-        tol=0.0, random_state=0,
+        lam=math.inf,
+        max_epochs=400,
+        lr=5e-2,
+        early_stopping=True,
+        n_iter_no_change=3,
+        tol=0.0,
+        random_state=0,
     ).fit(X, Y)
     assert est.n_epochs_ < 400
     valid = est.history_["valid_loss"]
     assert est.best_epoch_ == int(np.argmin(valid)) + 1
     assert est.n_epochs_ == est.best_epoch_ + 3
     # Without held-out rows it stops when the training loss stalls.
-    stall = LambdaOrthAligner(max_epochs=400, early_stopping=False, tol=1.0,
-                              n_iter_no_change=2, random_state=0).fit(X, Y)
+    stall = LambdaOrthAligner(
+        max_epochs=400, early_stopping=False, tol=1.0, n_iter_no_change=2, random_state=0
+    ).fit(X, Y)
     assert stall.n_epochs_ == 3 and stall.best_epoch_ is None
 
 
