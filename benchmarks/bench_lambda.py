@@ -162,7 +162,15 @@ def main(argv=None):
     parser.add_argument("--device", default="auto")
     parser.add_argument("--repeats", type=int, default=3, help="best of this many runs")
     parser.add_argument("--no-skorch", action="store_true")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads for every contender (default: torch's own choice)",
+    )
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     device = resolve_device(args.device)
     X, Y = make_data(args.n, args.d)
