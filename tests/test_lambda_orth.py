@@ -359,3 +359,13 @@ def test_clone_and_params_round_trip():
     est = LambdaOrthAligner(lam=3.0, strict=True, sharpness=2.0)
     copy = clone(est)
     assert copy.get_params() == est.get_params()
+
+
+def test_verbose_progress_bar_and_threads_restored(rng, capsys):
+    X, Y = planted_affine(rng, n=200)
+    torch.set_num_threads(2)
+    LambdaOrthAligner(max_epochs=2, verbose=1, random_state=0).fit(X, Y)
+    err = capsys.readouterr().err
+    assert "LambdaOrthAligner" in err and "2/2 " in err and "gap=" in err
+    # Small problems train single-threaded; the caller's setting comes back.
+    assert torch.get_num_threads() == 2
