@@ -414,7 +414,7 @@ class LambdaOrthAligner(BaseAligner):
             else backward.bias.detach().cpu().double().numpy()
         )
         if warm:
-            history = {k: self.history_.get(k, []) + v for k, v in history.items()}
+            history = _concat_history(self.history_, history, self.n_epochs_)
             n_epochs += self.n_epochs_
         self.lam_ = lam
         self.x_scale_ = float(x_scale)
@@ -498,6 +498,15 @@ class LambdaOrthAligner(BaseAligner):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
         return tags
+
+
+def _concat_history(previous, new, n_previous):
+    """Join two fits' histories; a key missing from one fit is NaN over its epochs."""
+    n_new = len(next(iter(new.values())))
+    keys = list(previous) + [k for k in new if k not in previous]
+    return {
+        k: previous.get(k, [math.nan] * n_previous) + new.get(k, [math.nan] * n_new) for k in keys
+    }
 
 
 def _rms_norm(T):

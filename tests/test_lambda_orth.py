@@ -369,3 +369,34 @@ def test_verbose_progress_bar_and_threads_restored(rng, capsys):
     assert "LambdaOrthAligner" in err and "2/2 " in err and "gap=" in err
     # Small problems train single-threaded; the caller's setting comes back.
     assert torch.get_num_threads() == 2
+
+
+def test_warm_start_history_keeps_columns_aligned(rng):
+    X, Y = planted_affine(rng, n=300)
+    est = LambdaOrthAligner(max_epochs=2, early_stopping=False, random_state=0).fit(X, Y)
+    est.set_params(warm_start=True, early_stopping=True, max_epochs=3).fit(X, Y)
+    lengths = {len(v) for v in est.history_.values()}
+    assert lengths == {est.n_epochs_}
+    assert all(math.isnan(v) for v in est.history_["valid_loss"][:2])
+
+
+def test_fitted_model_round_trips_through_pickle_and_skops(rng):
+    import pickle
+
+    skops_io = pytest.importorskip("skops.io")
+    X, Y = planted_affine(rng, n=300, d=5, d_out=4)
+    est = LambdaOrthAligner(bidirectional=True, max_epochs=2, random_state=0).fit(X, Y)
+    expected = est.transform(X), est.transform_target(Y)
+    for loaded in (
+        pickle.loads(pickle.dumps(est)),
+        skops_io.loads(
+            skops_io.dumps(est),
+            trusted=["sklearn_compat.lambda_orth.LambdaOrthAligner"],
+        ),
+    ):
+        np.testing.assert_array_equal(loaded.transform(X), expected[0])
+        np.testing.assert_array_equal(loaded.transform_target(Y), expected[1])
+    # Nothing but the estimator's own class needs trusting: the state is plain data.
+    assert skops_io.get_untrusted_types(data=skops_io.dumps(est)) == [
+        "sklearn_compat.lambda_orth.LambdaOrthAligner"
+    ]
