@@ -366,6 +366,8 @@ class LambdaOrthAligner(BaseAligner):
         if warm:
             W0 = self.W_ * (x_scale / y_scale)
             b0 = self.bias_ / y_scale
+            if self.strict:
+                W0 = _polar(W0)  # a non-strict previous fit: start at its nearest isometry
         else:
             W0, b0 = self._initial_map(train[0], train[1], rng)
         # torch's orthogonal parametrisation completes a rectangular start to a square
@@ -519,7 +521,11 @@ def _rms_norm(T):
 
 def _scaled(part, x_scale, y_scale):
     X, Y, L = part
-    return X * (1.0 / x_scale), Y * (1.0 / y_scale), L
+    if x_scale != 1.0:
+        X = X * (1.0 / x_scale)
+    if y_scale != 1.0:
+        Y = Y * (1.0 / y_scale)
+    return X, Y, L
 
 
 def _cross(X, Y, mean_x, mean_y):

@@ -211,6 +211,9 @@ def test_warm_start_continues(rng):
     np.testing.assert_allclose(est.W_, first_W, rtol=1e-5, atol=1e-7)
     est.set_params(lr=1e-3).fit(X, Y)
     assert est.history_["loss"][-1] < first_loss[-1]
+    # Switching to the strict variant continues from the nearest isometry.
+    est.set_params(strict=True).fit(X, Y)
+    assert est.orthogonality_gap_ < 1e-9 and est.n_epochs_ == 12
 
 
 def test_early_stopping_stops_and_keeps_best_epoch(rng):
