@@ -9,12 +9,15 @@ belongs to an unrelated project with the same import name (see README.md).
 """
 
 from ._clash import warn_if_clashing_distribution
+from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
 from .procrustes import OrthogonalProcrustesAligner
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LambdaOrthAligner",
     "OrthogonalProcrustesAligner",
+    "lambda_orth_penalty",
     "__version__",
 ]
 

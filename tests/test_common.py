@@ -6,11 +6,13 @@ empty when every check passes.
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_compat import OrthogonalProcrustesAligner
+from sklearn_compat import LambdaOrthAligner, OrthogonalProcrustesAligner
 
 ESTIMATORS = [
     OrthogonalProcrustesAligner(),
     OrthogonalProcrustesAligner(center=True, scale=True, allow_reflection=False),
+    LambdaOrthAligner(),
+    LambdaOrthAligner(lam=0.0, strict=True, bidirectional=True, fit_intercept=False),
 ]
 
 # {estimator class name: {check name: reason}}

@@ -1,0 +1,215 @@
+"""Training time of LambdaOrthAligner against a bare hand-written torch loop and skorch.
+
+All three run the same job in the same process: the same number of Adam steps (lr 1e-3)
+on minibatches of the same size, with the same loss (squared error + 0.1 * paired InfoNCE +
+the lambda-orthogonality penalty), starting from the same Procrustes initialisation:
+
+- ``bare``: a minimal loop written directly against torch (data on the device, a seeded
+  permutation per epoch, no logging).
+- ``ours``: ``LambdaOrthAligner.fit`` with early stopping off (so every epoch runs);
+  the time includes input validation, rescaling, the Procrustes init, per-epoch history.
+- ``skorch``: skorch's default ``NeuralNet`` (DataLoader over numpy arrays) with the
+  ``AffineAdapter`` module, ``AlignmentLoss`` criterion and ``LambdaOrthMixin`` penalty.
+
+Prints seconds and ratios to ``bare``; the target is ours/bare <= 1.25.
+
+    python benchmarks/bench_lambda.py                      # CPU, n=20000, d=128
+    python benchmarks/bench_lambda.py --n 1000000 --d 1024 --device cuda --skorch-epochs 1
+    python benchmarks/bench_lambda.py --n 2000 --d 16 --epochs 1 --repeats 1   # smoke run
+"""
+
+import argparse
+import math
+import time
+
+import numpy as np
+import torch
+
+from sklearn_compat import LambdaOrthAligner
+from sklearn_compat._backend import resolve_device
+from sklearn_compat.procrustes import procrustes_from_cross
+
+
+def make_data(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d), dtype=np.float32)
+    A = np.eye(d, dtype=np.float32) + 0.3 * rng.standard_normal((d, d), dtype=np.float32) / d**0.5
+    Y = X @ A + 0.1 * rng.standard_normal((n, d), dtype=np.float32)
+    return X, Y
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bare_loop(X, Y, *, epochs, batch_size, lr, lam, sharpness, cw, temperature, device, seed):
+    """The hand-written reference: everything inline, nothing extra."""
+    Xt = torch.as_tensor(X, device=device)
+    Yt = torch.as_tensor(Y, device=device)
+    Xt = Xt / torch.linalg.vector_norm(Xt, dim=1).pow(2).mean().sqrt()
+    Yt = Yt / torch.linalg.vector_norm(Yt, dim=1).pow(2).mean().sqrt()
+    mx, my = Xt.mean(0), Yt.mean(0)
+    cross = ((Xt - mx).T.double() @ (Yt - my).double()).cpu().numpy()
+    W0 = torch.as_tensor(procrustes_from_cross(cross)[0], dtype=torch.float32, device=device)
+    W = W0.clone().requires_grad_(True)
+    b = (my - mx @ W0).clone().requires_grad_(True)
+    opt = torch.optim.Adam([W, b], lr=lr)
+    eye = torch.eye(min(W.shape), device=device)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    n = Xt.shape[0]
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=gen, device=device)
+        for start in range(0, n, batch_size):
+            idx = perm[start : start + batch_size]
+            xb, yb = Xt[idx], Yt[idx]
+            z = torch.addmm(b, xb, W)
+            loss = (z - yb).pow(2).sum(1).mean()
+            zn = torch.nn.functional.normalize(z, dim=1)
+            yn = torch.nn.functional.normalize(yb, dim=1)
+            logits = zn @ yn.T / temperature
+            target = torch.arange(logits.shape[0], device=device)
+            ce = torch.nn.functional.cross_entropy
+            loss = loss + cw * 0.5 * (ce(logits, target) + ce(logits.T, target))
+            gram = W @ W.T if W.shape[0] <= W.shape[1] else W.T @ W
+            N = torch.linalg.matrix_norm(gram - eye)
+            loss = loss + torch.sigmoid(sharpness * (N - lam)) * N
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    return W.detach().cpu().numpy()
+
+
+def ours(X, Y, *, epochs, batch_size, lr, lam, sharpness, cw, temperature, device, seed):
+    est = LambdaOrthAligner(
+        lam=lam,
+        sharpness=sharpness,
+        contrastive_weight=cw,
+        temperature=temperature,
+        max_epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        early_stopping=False,
+        n_iter_no_change=epochs + 1,
+        random_state=seed,
+        device=str(device),
+    )
+    return est.fit(X, Y).W_
+
+
+def skorch_net(X, Y, *, epochs, batch_size, lr, lam, sharpness, cw, temperature, device, seed):
+    from skorch import NeuralNet
+
+    from sklearn_compat._skorch import AffineAdapter, AlignmentLoss, LambdaOrthMixin
+
+    class Net(LambdaOrthMixin, NeuralNet):
+        pass
+
+    torch.manual_seed(seed)
+    Xs = X / np.sqrt((X.astype(np.float64) ** 2).sum(1).mean()).astype(np.float32)
+    Ys = Y / np.sqrt((Y.astype(np.float64) ** 2).sum(1).mean()).astype(np.float32)
+    mx, my = Xs.mean(0, dtype=np.float64), Ys.mean(0, dtype=np.float64)
+    W0 = procrustes_from_cross((Xs - mx).T.astype(np.float64) @ (Ys - my))[0]
+    net = Net(
+        AffineAdapter,
+        module__in_features=X.shape[1],
+        module__out_features=Y.shape[1],
+        module__weight=W0,
+        module__bias_init=my - mx @ W0,
+        criterion=AlignmentLoss,
+        criterion__contrastive_weight=cw,
+        criterion__temperature=temperature,
+        optimizer=torch.optim.Adam,
+        lr=lr,
+        batch_size=batch_size,
+        max_epochs=epochs,
+        train_split=None,
+        iterator_train__shuffle=True,
+        lam=lam,
+        lam_sharpness=sharpness,
+        device=str(device),
+        verbose=0,
+    )
+    net.fit(Xs, Ys)
+    return net.module_.weight.detach().cpu().numpy()
+
+
+def timed(fn, X, Y, device, repeats, **kw):
+    best = math.inf
+    for _ in range(repeats):
+        sync(device)
+        start = time.perf_counter()
+        fn(X, Y, device=device, **kw)
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=20000)
+    parser.add_argument("--d", type=int, default=128)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument(
+        "--skorch-epochs",
+        type=int,
+        default=None,
+        help="epochs for skorch (default: --epochs); its time is scaled up",
+    )
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--lam", type=float, default=4.0)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--repeats", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--no-skorch", action="store_true")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads for every contender (default: torch's own choice)",
+    )
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    device = resolve_device(args.device)
+    X, Y = make_data(args.n, args.d)
+    kw = dict(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=1e-3,
+        lam=args.lam,
+        sharpness=1.0,
+        cw=0.1,
+        temperature=0.1,
+        seed=0,
+    )
+    steps = args.epochs * math.ceil(args.n / args.batch_size)
+    print(
+        f"n={args.n} d={args.d} epochs={args.epochs} batch={args.batch_size} "
+        f"steps={steps} device={device} threads={torch.get_num_threads()}"
+    )
+    # Warm-up (allocator, kernels, lazy imports) so no contender pays for it.
+    warm = dict(kw, epochs=1)
+    bare_loop(X[:2048], Y[:2048], device=device, **warm)
+    ours(X[:2048], Y[:2048], device=device, **warm)
+
+    # Interleave the contenders so background load hits them alike.
+    t_bare, t_ours = math.inf, math.inf
+    for _ in range(args.repeats):
+        t_bare = min(t_bare, timed(bare_loop, X, Y, device, 1, **kw))
+        t_ours = min(t_ours, timed(ours, X, Y, device, 1, **kw))
+    print(f"bare torch loop : {t_bare:8.3f} s  ({t_bare / steps * 1e3:.3f} ms/step)")
+    print(
+        f"LambdaOrthAligner: {t_ours:8.3f} s  ratio to bare {t_ours / t_bare:.3f} (target <= 1.25)"
+    )
+    if not args.no_skorch:
+        sk_epochs = args.skorch_epochs or args.epochs
+        t_sk = timed(skorch_net, X, Y, device, 1, **dict(kw, epochs=sk_epochs))
+        t_sk *= args.epochs / sk_epochs
+        note = "" if sk_epochs == args.epochs else f" (measured on {sk_epochs} epoch(s), scaled)"
+        print(f"skorch NeuralNet: {t_sk:8.3f} s  ratio to bare {t_sk / t_bare:.3f}{note}")
+
+
+if __name__ == "__main__":
+    main()

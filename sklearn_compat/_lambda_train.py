@@ -1,0 +1,238 @@
+"""The minibatch training loop of LambdaOrthAligner.
+
+The hot path is written like a bare hand-written torch loop: the data live on the device as
+tensors, batches are gathered with a permutation drawn from a seeded generator, and nothing
+per step waits for the device (no ``.item()``): losses are summed on the device and read
+once per epoch, which is also when finiteness is checked.
+"""
+
+import math
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ._lambda_losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
+
+__all__ = ["TrainConfig", "Objective", "train_adapters", "small_problem_threads"]
+
+# Below this many multiply-adds per minibatch GEMM (batch x d_x x d_y) a CPU step is a few
+# hundred microseconds of work: extra threads cost more than they save, and on a loaded
+# machine every OpenMP barrier waits for a descheduled thread (measured 20-50x slower
+# with 2 threads than with 1 on a shared 2-core box at d = 64, batch 256).
+SMALL_STEP_MACS = 2**20
+_threads_lock = threading.Lock()
+_threads_state = {"depth": 0, "saved": None}
+
+
+@contextmanager
+def small_problem_threads(enabled):
+    """Run torch single-threaded inside the block when ``enabled`` (restored after).
+
+    ``torch.set_num_threads`` is process-wide, so nested and concurrent blocks are counted
+    and the original setting comes back when the last one exits.
+    """
+    if not enabled:
+        yield
+        return
+    with _threads_lock:
+        if _threads_state["depth"] == 0:
+            _threads_state["saved"] = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _threads_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _threads_state["depth"] -= 1
+            if _threads_state["depth"] == 0:
+                torch.set_num_threads(_threads_state["saved"])
+
+
+@dataclass
+class TrainConfig:
+    lam: float
+    sharpness: float
+    strict: bool
+    alignment_weight: float
+    contrastive_weight: float
+    forward_weight: float
+    temperature: float
+    bidirectional: bool
+    max_epochs: int
+    batch_size: int
+    lr: float
+    n_iter_no_change: int
+    tol: float
+    verbose: int
+
+
+class Objective:
+    """The total loss of one batch and its parts, in normalised units.
+
+    ``total = w_B L_B + w_F L_F + w_C L_C + L_lambda`` with
+    ``L_B = mean ||B(x) - y||^2``, ``L_F = mean ||F(y) - B(x)||^2`` and
+    ``L_C = C(F(y), B(x)) + C(F(y), y)`` with the forward adapter, ``C(B(x), y)`` without.
+    Parts that are switched off (weight 0, ``lam = inf``, strict) cost nothing.
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.use_contrastive = config.contrastive_weight > 0
+        self.use_forward = config.bidirectional
+        self.use_penalty = not config.strict and not math.isinf(config.lam)
+        self.names = ["loss", "alignment"]
+        if self.use_forward:
+            self.names.append("forward")
+        if self.use_contrastive:
+            self.names.append("contrastive")
+        if self.use_penalty:
+            self.names.append("penalty")
+
+    def __call__(self, backward, forward, xb, yb, lb):
+        cfg = self.config
+        W = backward.weight  # read once: with ``strict`` each read recomputes the map
+        z = xb @ W if backward.bias is None else torch.addmm(backward.bias, xb, W)
+        alignment = (z - yb).pow(2).sum(dim=1).mean()
+        total = cfg.alignment_weight * alignment
+        parts = [alignment]
+        if self.use_forward:
+            fy = forward(yb)
+            forward_term = (fy - z).pow(2).sum(dim=1).mean()
+            total = total + cfg.forward_weight * forward_term
+            parts.append(forward_term)
+        if self.use_contrastive:
+            if self.use_forward:
+                contrastive = contrastive_loss(fy, z, lb, cfg.temperature) + contrastive_loss(
+                    fy, yb, lb, cfg.temperature
+                )
+            else:
+                contrastive = contrastive_loss(z, yb, lb, cfg.temperature)
+            total = total + cfg.contrastive_weight * contrastive
+            parts.append(contrastive)
+        if self.use_penalty:
+            penalty = lambda_orth_penalty(W, cfg.lam, cfg.sharpness)
+            total = total + penalty
+            parts.append(penalty)
+        return total, torch.stack([total, *parts]).detach()
+
+
+def _batches(n, batch_size, order):
+    for start in range(0, n, batch_size):
+        yield order[start : start + batch_size]
+
+
+def _snapshot(modules):
+    return [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in modules]
+
+
+def train_adapters(backward, forward, train, valid, config, generator, *, desc):
+    """Train ``backward`` (and ``forward`` when bidirectional) with Adam on minibatches.
+
+    Parameters
+    ----------
+    backward, forward : AffineAdapter or None
+        The adapters, already initialised and on the data's device.
+    train, valid : tuple of (X, Y, labels) tensors, valid may be None
+        Normalised data on the device; labels may be None.
+    config : TrainConfig
+    generator : torch.Generator
+        Draws the minibatch order (on the data's device).
+    desc : str
+        Label of the progress bar.
+
+    Returns
+    -------
+    history : dict of lists
+        Per-epoch means of the loss and its parts on the training rows, the orthogonality
+        gap at the end of the epoch and, with ``valid``, the validation loss.
+    n_epochs : int
+    best_epoch : int or None
+        With ``valid``: the epoch whose weights were restored.
+
+    Raises
+    ------
+    FloatingPointError
+        When an epoch's loss is not finite; the modules are left at their last finite
+        state.
+    """
+    objective = Objective(config)
+    modules = [backward] + ([forward] if config.bidirectional else [])
+    params = [p for m in modules for p in m.parameters()]
+    optimizer = torch.optim.Adam(params, lr=config.lr)
+    X, Y, L = train
+    n = X.shape[0]
+    device = X.device
+    history = {name: [] for name in objective.names}
+    history["orthogonality_gap"] = []
+    if valid is not None:
+        history["valid_loss"] = []
+    best, best_epoch, stall = math.inf, None, 0
+    last_good = _snapshot(modules)
+    best_state = last_good
+    bar = tqdm(range(config.max_epochs), desc=desc, unit="epoch", disable=not config.verbose)
+    epoch = 0
+    for epoch in bar:
+        sums = torch.zeros(len(objective.names), dtype=X.dtype, device=device)
+        order = torch.randperm(n, generator=generator, device=device)
+        for idx in _batches(n, config.batch_size, order):
+            lb = None if L is None else L[idx]
+            loss, parts = objective(backward, forward, X[idx], Y[idx], lb)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            sums.add_(parts, alpha=idx.shape[0])
+        with torch.no_grad():
+            summary = [sums / n, orthogonality_gap(backward.weight).reshape(1)]
+            if valid is not None:
+                summary.append(_evaluate(objective, backward, forward, valid, config))
+            summary = torch.cat(summary).cpu().numpy().astype(np.float64)  # one sync
+        if not np.all(np.isfinite(summary)):
+            for module, state in zip(modules, last_good, strict=True):
+                module.load_state_dict(state)
+            raise FloatingPointError(
+                f"Training diverged in epoch {epoch + 1}: the loss is not finite "
+                f"(lr={config.lr:g}, lam={config.lam:g}). Lower lr, or check the inputs "
+                "for extreme values."
+            )
+        last_good = _snapshot(modules)
+        values = dict(zip(objective.names, summary[: len(objective.names)], strict=True))
+        for name, value in values.items():
+            history[name].append(float(value))
+        history["orthogonality_gap"].append(float(summary[len(objective.names)]))
+        monitor = values["loss"]
+        if valid is not None:
+            monitor = float(summary[-1])
+            history["valid_loss"].append(monitor)
+        bar.set_postfix(
+            loss=f"{values['loss']:.4g}", gap=f"{history['orthogonality_gap'][-1]:.3g}"
+        )
+        if monitor < best - config.tol:
+            best, stall = monitor, 0
+            if valid is not None:
+                best_epoch, best_state = epoch + 1, last_good
+        else:
+            stall += 1
+            if stall >= config.n_iter_no_change:
+                break
+    bar.close()
+    if valid is not None:
+        for module, state in zip(modules, best_state, strict=True):
+            module.load_state_dict(state)
+    return history, epoch + 1, best_epoch
+
+
+def _evaluate(objective, backward, forward, valid, config):
+    """Mean total loss over the held-out rows, in fixed batches (no gradient)."""
+    X, Y, L = valid
+    n = X.shape[0]
+    total = torch.zeros((), dtype=X.dtype, device=X.device)
+    for start in range(0, n, config.batch_size):
+        stop = min(start + config.batch_size, n)
+        lb = None if L is None else L[start:stop]
+        loss, _ = objective(backward, forward, X[start:stop], Y[start:stop], lb)
+        total += loss * (stop - start)
+    return (total / n).reshape(1)
