@@ -113,21 +113,40 @@ def torch_generator(random_state, device):
     return generator
 
 
+def _tf32_off(legacy_owner, new_owner):
+    """Turn TF32 off through whichever of torch's two switches the process uses.
+
+    torch 2.9+ added ``fp32_precision`` next to the older ``allow_tf32`` and raises when a
+    process reads one after setting the other, so the switch the user's code set is the
+    one flipped (and restored).  Returns the function that restores it.
+    """
+    try:
+        previous = legacy_owner.allow_tf32
+    except RuntimeError:
+        previous = new_owner.fp32_precision
+        new_owner.fp32_precision = "ieee"
+        return lambda: setattr(new_owner, "fp32_precision", previous)
+    legacy_owner.allow_tf32 = False
+    return lambda: setattr(legacy_owner, "allow_tf32", previous)
+
+
 class no_tf32:
-    """Context manager that turns TF32 matmuls off on CUDA.
+    """Context manager that turns TF32 matmuls (and cuDNN convolutions) off on CUDA.
 
     Sufficient statistics such as ``X.T @ Y`` lose about three decimal digits under TF32,
-    which shows up directly in the fitted map; the speed gain is not worth it there.
+    which shows up directly in the fitted map; the speed gain is not worth it there.  The
+    user's settings are restored on exit, through the same torch API they were made with.
     """
 
     def __enter__(self):
-        self._matmul = torch.backends.cuda.matmul.allow_tf32
-        self._cudnn = torch.backends.cudnn.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        cudnn = torch.backends.cudnn
+        self._undo = [
+            _tf32_off(torch.backends.cuda.matmul, torch.backends.cuda.matmul),
+            _tf32_off(cudnn, getattr(cudnn, "conv", cudnn)),
+        ]
         return self
 
     def __exit__(self, *exc):
-        torch.backends.cuda.matmul.allow_tf32 = self._matmul
-        torch.backends.cudnn.allow_tf32 = self._cudnn
+        for undo in reversed(self._undo):
+            undo()
         return False

@@ -130,6 +130,10 @@ class OrthogonalProcrustesAligner(BaseAligner):
     repeated rows.  NaN or infinity in the input are found from the statistics (no
     separate scan over the data) and reported like scikit-learn does.
 
+    The fitted state is plain numpy arrays and builtins (also for a fit on a GPU), so a
+    model pickles, and loads with skops trusting only this class:
+    ``skops.io.load(path, trusted=["sklearn_compat.procrustes.OrthogonalProcrustesAligner"])``.
+
     When d_x != d_y, the map solves the problem with the smaller side zero-padded to
     the larger width; the scale is optimal for that problem.  When d_x > d_y,
     ``inverse_transform`` recovers the part of X that the map keeps.

@@ -1,6 +1,10 @@
 """Device resolution, numpy <-> torch conversion, seeded generators, TF32 switch."""
 
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,6 +113,34 @@ def test_no_tf32_restores_flags():
         assert torch.backends.cuda.matmul.allow_tf32 is True
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+NEW_TF32_API = """
+import numpy as np, torch
+from sklearn_compat import OrthogonalProcrustesAligner
+from sklearn_compat._backend import no_tf32
+torch.backends.cuda.matmul.fp32_precision = "tf32"   # torch's newer switch
+with no_tf32():
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+X = np.random.default_rng(0).normal(size=(20, 3))
+OrthogonalProcrustesAligner().fit(X, X)  # used to raise: torch refuses mixing the two APIs
+print("ok")
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.backends.cuda.matmul, "fp32_precision"), reason="torch < 2.9"
+)
+def test_no_tf32_works_with_torchs_newer_precision_switch():
+    # A fresh interpreter: the switch is process-wide and torch remembers which API set it.
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    result = subprocess.run(
+        [sys.executable, "-c", NEW_TF32_API], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
 
 
 # --------------------------------------------------------------------- base helpers

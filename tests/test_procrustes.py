@@ -529,3 +529,9 @@ def test_bad_parameters_raise(rng, param, value):
     X = rng.normal(size=(10, 3))
     with pytest.raises(ValueError, match=f"The '{param}' parameter"):
         OrthogonalProcrustesAligner(**{param: value}).fit(X, X)
+
+
+def test_torch_device_object_is_accepted(rng):
+    X, Q = _planted(rng)
+    aligner = OrthogonalProcrustesAligner(device=torch.device("cpu")).fit(X, X @ Q)
+    np.testing.assert_allclose(aligner.W_, Q, atol=1e-10)
