@@ -9,11 +9,13 @@ belongs to an unrelated project with the same import name (see README.md).
 """
 
 from ._clash import warn_if_clashing_distribution
+from .affine import AffineAligner
 from .procrustes import OrthogonalProcrustesAligner
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AffineAligner",
     "OrthogonalProcrustesAligner",
     "__version__",
 ]
