@@ -4,11 +4,11 @@ import numpy as np
 import scipy.linalg
 import torch
 from sklearn.base import _fit_context
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
-from ._backend import resolve_device
 from ._base import BaseAligner, apply_affine, pick_target
-from ._moments import PairMoments, compute_moments
+from ._moments import PairMoments
+from ._pair_stats import batch_moments
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
 
@@ -184,13 +184,8 @@ class OrthogonalProcrustesAligner(BaseAligner):
         return self._update(X, pick_target(Y, y), sample_weight, reset=first)
 
     def _update(self, X, Y, sample_weight, *, reset):
-        X, Y = self._validate_pair(X, Y, reset=reset)
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=X.dtype, ensure_non_negative=True
-            )
-        device = resolve_device(self.device)
-        batch = compute_moments(X, Y, sample_weight, centered=self.center, device=device)
+        # numpy/pandas/torch or Dask input -> validated moments (Dask: on the cluster)
+        batch, n_rows = batch_moments(self, X, Y, sample_weight, reset=reset, centered=self.center)
         if not reset:
             previous = PairMoments(**self._moments_state)
             if previous.centered != self.center:
@@ -201,14 +196,12 @@ class OrthogonalProcrustesAligner(BaseAligner):
         if batch.weight <= 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
         self._moments_state = vars(batch).copy()
-        self.n_samples_seen_ = X.shape[0] + (0 if reset else self.n_samples_seen_)
+        self.n_samples_seen_ = n_rows + (0 if reset else self.n_samples_seen_)
         self._solve(batch)
         return self
 
     def _solve(self, moments):
-        W, S, signs = procrustes_from_cross(
-            moments.cross, allow_reflection=self.allow_reflection
-        )
+        W, S, signs = procrustes_from_cross(moments.cross, allow_reflection=self.allow_reflection)
         if self.scale:
             scale = float(np.dot(signs, S) / moments.sq_x) if moments.sq_x > 0 else 1.0
         else:
