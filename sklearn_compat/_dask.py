@@ -20,7 +20,7 @@ import numpy as np
 from sklearn.utils import check_array
 from sklearn.utils.validation import _check_feature_names, _check_n_features, check_is_fitted
 
-from ._backend import resolve_device
+from ._backend import as_numpy_input, resolve_device
 from ._base import apply_affine
 from ._pair_stats import check_float_dtype, moments_in_dtype
 
@@ -37,7 +37,7 @@ def _as_dask_2d(data, name, row_chunks=None):
             "the target embeddings of the same rows."
         )
     if not isinstance(data, da.Array):
-        data = np.asarray(data)
+        data = np.asarray(as_numpy_input(data))
         if row_chunks is None or np.isnan(sum(row_chunks)):
             data = da.from_array(data)
         else:

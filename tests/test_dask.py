@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 from sklearn.model_selection import GridSearchCV, KFold
 
 from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner
@@ -50,14 +51,14 @@ def assert_same_fit(a, b, rtol=1e-10):
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=repr)
-@pytest.mark.parametrize("weighted", [False, True])
-def test_dask_fit_equals_in_memory_fit(client, rng, estimator, weighted):
+@pytest.mark.parametrize("weights", [None, "dask", "numpy"])
+def test_dask_fit_equals_in_memory_fit(client, rng, estimator, weights):
     X, Y = paired(rng)
-    w = rng.uniform(0, 2, size=len(X)) if weighted else None
+    w = None if weights is None else rng.uniform(0, 2, size=len(X))
     # Uneven row chunks that differ between X, Y and the weights, and split columns.
     Xd = da.from_array(X, chunks=((100, 250, 7, 343), (4, 2)))
     Yd = da.from_array(Y, chunks=(300, 4))
-    wd = None if w is None else da.from_array(w, chunks=90)
+    wd = da.from_array(w, chunks=90) if weights == "dask" else w
     on_cluster = estimator.__class__(**estimator.get_params()).fit(Xd, Yd, sample_weight=wd)
     in_memory = estimator.__class__(**estimator.get_params()).fit(X, Y, sample_weight=w)
     assert_same_fit(on_cluster, in_memory)
@@ -90,7 +91,8 @@ def test_arrays_generated_on_workers(client):
 def test_partial_fit_mixes_dask_and_numpy_batches(client, rng):
     X, Y = paired(rng)
     streamed = AffineAligner(alpha=0.5)
-    streamed.partial_fit(da.from_array(X[:400], chunks=150), da.from_array(Y[:400], chunks=150))
+    # A Dask X with an in-memory (torch) Y is fine too.
+    streamed.partial_fit(da.from_array(X[:400], chunks=150), torch.from_numpy(Y[:400]))
     streamed.partial_fit(X[400:], Y[400:])
     assert_same_fit(streamed, AffineAligner(alpha=0.5).fit(X, Y))
 
