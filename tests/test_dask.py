@@ -120,6 +120,9 @@ def test_transform_is_lazy_and_matches_numpy(client, rng, dtype):
     computed = Z.compute()
     assert isinstance(computed, np.ndarray) and computed.dtype == dtype
     np.testing.assert_allclose(computed, aligner.transform(X), rtol=1e-6)
+    # fit_transform (TransformerMixin) goes through the same route.
+    Yd = da.from_array(Y, chunks=100)
+    assert isinstance(AffineAligner().fit_transform(Xd, Yd), da.Array)
 
 
 def test_transform_computes_nothing_until_asked(client):
