@@ -9,6 +9,7 @@ belongs to an unrelated project with the same import name (see README.md).
 """
 
 from ._clash import warn_if_clashing_distribution
+from .affine import AffineAligner
 from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
 from .procrustes import OrthogonalProcrustesAligner
 
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LambdaOrthAligner",
+    "AffineAligner",
     "OrthogonalProcrustesAligner",
     "lambda_orth_penalty",
     "__version__",

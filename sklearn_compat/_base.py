@@ -14,6 +14,7 @@ from sklearn.utils.validation import (
 )
 
 from ._backend import as_numpy_input, resolve_device, to_torch
+from ._pair_stats import is_dask_collection
 
 __all__ = ["BaseAligner", "apply_affine", "pick_target", "raise_not_finite"]
 
@@ -160,8 +161,13 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_targets_)
-            X mapped into Y's space, in X's float dtype.
+            X mapped into Y's space, in X's float dtype (a lazy Dask array with X's row
+            chunks when X is a Dask array).
         """
+        if is_dask_collection(X):
+            from ._dask import dask_transform
+
+            return dask_transform(self, X)
         X = self._validate_X(X)
         A, b = self._affine_map()
         return apply_affine(X, A, b, self._compute_device())

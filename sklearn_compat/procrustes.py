@@ -4,11 +4,11 @@ import numpy as np
 import scipy.linalg
 import torch
 from sklearn.base import _fit_context
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
-from ._backend import as_numpy_input, resolve_device
-from ._base import BaseAligner, apply_affine, pick_target, raise_not_finite
-from ._moments import PairMoments, compute_moments
+from ._base import BaseAligner, apply_affine, pick_target
+from ._moments import PairMoments
+from ._pair_stats import batch_moments
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
 
@@ -219,9 +219,9 @@ class OrthogonalProcrustesAligner(BaseAligner):
         return self._update(X, pick_target(Y, y), sample_weight, reset=first)
 
     def _update(self, X, Y, sample_weight, *, reset):
-        device = resolve_device(self.device)
         previous = None if reset else PairMoments(**self._moments_state)
         if previous is not None:
+            # Checked before any work, so a refused partial_fit leaves the model as it was.
             if previous.centered != self.center:
                 raise ValueError(
                     f"center was {previous.centered} in earlier partial_fit calls and is "
@@ -232,36 +232,25 @@ class OrthogonalProcrustesAligner(BaseAligner):
                     "scale=True needs ||X||^2, which earlier partial_fit calls made with "
                     "scale=False did not collect; call fit to start over."
                 )
-        # The finiteness scan is left to the statistics: NaN/inf make X^T Y non-finite.
-        # Tensors stay where they are (a GPU tensor is not copied to the host and back).
-        X, Y = self._validate_pair(X, Y, reset=reset, ensure_all_finite=False, keep_tensors=True)
-        if sample_weight is not None:
-            float64 = X.dtype in (np.float64, torch.float64)
-            sample_weight = _check_sample_weight(
-                as_numpy_input(sample_weight),
-                X,
-                dtype=np.float64 if float64 else np.float32,
-                ensure_non_negative=True,
-            )
-        batch = compute_moments(
+        # numpy/pandas/torch or Dask input -> validated moments (Dask: on the cluster).
+        # Uncentred fits need neither the means nor, without scale, ||X||^2.
+        batch, n_rows = batch_moments(
+            self,
             X,
             Y,
             sample_weight,
+            reset=reset,
             centered=self.center,
-            device=device,
-            # Uncentred fits need neither the means nor, without scale, ||X||^2.
             need_means=self.center,
             need_sq_x=self.scale,
         )
-        if not batch.is_finite():
-            raise_not_finite(X, Y)
         if previous is not None:
             batch = previous.merge(batch)
         if batch.weight <= 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
         self._solve(batch)
         self._moments_state = vars(batch).copy()
-        self.n_samples_seen_ = X.shape[0] + (0 if reset else self.n_samples_seen_)
+        self.n_samples_seen_ = n_rows + (0 if reset else self.n_samples_seen_)
         return self
 
     def _solve(self, moments):

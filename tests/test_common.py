@@ -6,9 +6,11 @@ empty when every check passes.
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_compat import LambdaOrthAligner, OrthogonalProcrustesAligner
+from sklearn_compat import AffineAligner, LambdaOrthAligner, OrthogonalProcrustesAligner
 
 ESTIMATORS = [
+    AffineAligner(),
+    AffineAligner(fit_intercept=False, alpha=0.5),
     OrthogonalProcrustesAligner(),
     OrthogonalProcrustesAligner(center=True, scale=True, allow_reflection=False),
     LambdaOrthAligner(),

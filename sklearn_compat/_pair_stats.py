@@ -1,0 +1,162 @@
+"""One batch of paired rows -> validated sufficient statistics (numpy or Dask input).
+
+The closed-form aligners (Procrustes, affine) fit from :class:`~._moments.PairMoments`
+alone.  This module is their single entry point for a batch: it validates the batch,
+computes its moments on the estimator's device and, when the input is a Dask array, hands
+the work to the cluster (``_dask``) so that only the small statistics come back.  The
+estimators therefore hold no Dask-specific code beyond calling :func:`batch_moments`.
+"""
+
+import sys
+
+import numpy as np
+import torch
+from sklearn.utils.validation import _check_sample_weight
+
+from ._backend import as_numpy_input, resolve_device
+from ._base import raise_not_finite
+from ._moments import _CHUNK_ROWS, compute_moments
+
+__all__ = ["batch_moments", "is_dask_collection", "moments_in_dtype"]
+
+
+def is_dask_collection(*objects):
+    """Whether any of ``objects`` is a Dask array, without importing Dask.
+
+    A Dask array can only exist once ``dask.array`` has been imported, so looking the
+    module up in ``sys.modules`` costs nothing for users who do not have Dask.
+    """
+    dask_array = sys.modules.get("dask.array")
+    if dask_array is None:
+        return False
+    return any(isinstance(obj, dask_array.Array) for obj in objects)
+
+
+def moments_in_dtype(X, Y, sample_weight, *, stats_dtype=None, **options):
+    """:func:`compute_moments` with the GEMMs run in ``stats_dtype`` instead of X's dtype.
+
+    ``stats_dtype=None`` keeps X's dtype (the fast path).  A wider ``stats_dtype`` is cast
+    chunk by chunk, so a float32 input is never copied whole into float64.  ``X`` and
+    ``Y`` may be numpy arrays or torch tensors; ``options`` go to :func:`compute_moments`.
+    """
+    if stats_dtype is None or _same_dtype(X, stats_dtype):
+        return compute_moments(X, Y, sample_weight, **options)
+    result = None
+    for start in range(0, max(X.shape[0], 1), _CHUNK_ROWS):
+        stop = start + _CHUNK_ROWS
+        part = compute_moments(
+            _cast(X[start:stop], stats_dtype),
+            _cast(Y[start:stop], stats_dtype),
+            None if sample_weight is None else _cast(sample_weight[start:stop], stats_dtype),
+            **options,
+        )
+        result = part if result is None else result.merge(part)
+    return result
+
+
+def _same_dtype(A, dtype):
+    if isinstance(A, torch.Tensor):
+        return str(A.dtype).removeprefix("torch.") == np.dtype(dtype).name
+    return A.dtype == dtype
+
+
+def _cast(A, dtype):
+    if isinstance(A, torch.Tensor):
+        return A.to(getattr(torch, np.dtype(dtype).name))
+    return A.astype(dtype)
+
+
+def batch_moments(
+    estimator,
+    X,
+    Y,
+    sample_weight,
+    *,
+    reset,
+    centered,
+    need_gram=False,
+    need_means=True,
+    need_sq_x=True,
+    stats_dtype=None,
+):
+    """Validate a batch of paired rows for ``estimator`` and return its moments.
+
+    The NaN/inf scan of in-memory input is left to the statistics themselves (non-finite
+    input makes ``X^T Y`` non-finite), which saves two passes over the data; only then are
+    the inputs scanned, for scikit-learn's usual message.  Torch tensors are reduced on
+    their own device (a GPU tensor is not copied to the host and back).
+
+    Parameters
+    ----------
+    estimator : BaseAligner
+        Its ``device`` is used, and its ``n_features_in_`` / feature names are set
+        (``reset=True``) or checked (``reset=False``).
+    X, Y : array-like, torch.Tensor or dask.array.Array
+        The paired rows; ``Y`` is required.
+    sample_weight : array-like of shape (n_samples,) or None
+    reset : bool
+        True for ``fit`` and the first ``partial_fit``.
+    centered, need_gram, need_means, need_sq_x : bool
+        Passed to :func:`compute_moments` (Dask input always computes the means and
+        ``sq_x``).
+    stats_dtype : numpy dtype or None
+        Run the GEMMs in this dtype (``None``: X's dtype).
+
+    Returns
+    -------
+    moments : PairMoments
+    n_rows : int
+        Number of rows in the batch.
+    """
+    if is_dask_collection(X, Y, sample_weight):
+        from ._dask import dask_batch_moments
+
+        return dask_batch_moments(
+            estimator,
+            X,
+            Y,
+            sample_weight,
+            reset=reset,
+            centered=centered,
+            need_gram=need_gram,
+            stats_dtype=stats_dtype,
+        )
+    X, Y = estimator._validate_pair(X, Y, reset=reset, ensure_all_finite=False, keep_tensors=True)
+    if sample_weight is not None:
+        float64 = X.dtype in (np.float64, torch.float64)
+        sample_weight = _check_sample_weight(
+            as_numpy_input(sample_weight),
+            X,
+            dtype=np.float64 if float64 else np.float32,
+            ensure_non_negative=True,
+        )
+    moments = moments_in_dtype(
+        X,
+        Y,
+        sample_weight,
+        centered=centered,
+        need_gram=need_gram,
+        need_means=need_means,
+        need_sq_x=need_sq_x,
+        device=resolve_device(estimator.device),
+        stats_dtype=stats_dtype,
+    )
+    if not moments.is_finite():
+        raise_not_finite(X, Y)
+    return moments, int(X.shape[0])
+
+
+def check_float_dtype(dtype, name):
+    """The float dtype a validated array of ``dtype`` gets (float32 stays, else float64).
+
+    Mirrors ``check_array(dtype=(float64, float32))`` for arrays that must not be
+    materialised (Dask), with the same refusal of complex and non-numeric data.
+    """
+    dtype = np.dtype(dtype)
+    if dtype == np.float32 or dtype == np.float64:
+        return dtype
+    if dtype.kind in "biuf":
+        return np.dtype(np.float64)
+    if dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {dtype}.")
+    raise ValueError(f"{name} must hold real numbers, got dtype {dtype}.")
