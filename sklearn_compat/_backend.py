@@ -6,6 +6,7 @@ machine without one.
 """
 
 import re
+import sys
 import warnings
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 from sklearn.utils import check_random_state
 
 __all__ = [
+    "is_dask_collection",
     "resolve_device",
     "as_numpy_input",
     "to_torch",
@@ -150,3 +152,15 @@ class no_tf32:
         for undo in reversed(self._undo):
             undo()
         return False
+
+
+def is_dask_collection(*objects):
+    """Whether any of ``objects`` is a Dask array, without importing Dask.
+
+    A Dask array can only exist once ``dask.array`` has been imported, so looking the
+    module up in ``sys.modules`` costs nothing for users who do not have Dask.
+    """
+    dask_array = sys.modules.get("dask.array")
+    if dask_array is None:
+        return False
+    return any(isinstance(obj, dask_array.Array) for obj in objects)

@@ -13,8 +13,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._backend import as_numpy_input, resolve_device, to_torch
-from ._pair_stats import is_dask_collection
+from ._backend import as_numpy_input, is_dask_collection, resolve_device, to_torch
 
 __all__ = ["BaseAligner", "apply_affine", "pick_target", "raise_not_finite"]
 

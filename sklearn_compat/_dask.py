@@ -1,6 +1,6 @@
 """Dask arrays: sufficient statistics reduced on the cluster, lazy transforms.
 
-Only imported once a Dask array has been seen (see ``_pair_stats.is_dask_collection``), so
+Only imported once a Dask array has been seen (see ``_backend.is_dask_collection``), so
 Dask stays an optional extra.
 
 Fitting: X and Y are given one column chunk each and the same row chunks; every pair of

@@ -7,29 +7,15 @@ the work to the cluster (``_dask``) so that only the small statistics come back.
 estimators therefore hold no Dask-specific code beyond calling :func:`batch_moments`.
 """
 
-import sys
-
 import numpy as np
 import torch
 from sklearn.utils.validation import _check_sample_weight
 
-from ._backend import as_numpy_input, resolve_device
+from ._backend import as_numpy_input, is_dask_collection, resolve_device
 from ._base import raise_not_finite
 from ._moments import _CHUNK_ROWS, compute_moments
 
 __all__ = ["batch_moments", "is_dask_collection", "moments_in_dtype"]
-
-
-def is_dask_collection(*objects):
-    """Whether any of ``objects`` is a Dask array, without importing Dask.
-
-    A Dask array can only exist once ``dask.array`` has been imported, so looking the
-    module up in ``sys.modules`` costs nothing for users who do not have Dask.
-    """
-    dask_array = sys.modules.get("dask.array")
-    if dask_array is None:
-        return False
-    return any(isinstance(obj, dask_array.Array) for obj in objects)
 
 
 def moments_in_dtype(X, Y, sample_weight, *, stats_dtype=None, **options):
