@@ -5,7 +5,7 @@ import pytest
 import torch
 from sklearn.model_selection import GridSearchCV, KFold
 
-from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner
+from sklearn_compat import AffineAligner, LambdaOrthAligner, OrthogonalProcrustesAligner
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -163,6 +163,7 @@ def test_bad_dask_input_is_rejected_clearly(client, rng):
 # GridSearchCV over a hyper-parameter with joblib's Dask backend.  When LambdaOrthAligner
 # lands, add ``(LambdaOrthAligner(max_epochs=..., random_state=0), {"lam": [0, 12, np.inf]})``.
 SEARCHES = [
+    (LambdaOrthAligner(max_epochs=5, random_state=0), {"lam": [0.0, 2.0, np.inf]}),
     (AffineAligner(), {"alpha": [0.0, 1e2, 1e4, 1e6]}),
     (OrthogonalProcrustesAligner(), {"center": [False, True]}),
 ]
