@@ -117,9 +117,7 @@ class ColumnSpec:
                         "select numeric embedding columns with a prefix or pattern",
                         path=path,
                     )
-                raise InputError(
-                    f"no list-valued column {self.vector_column!r}", path=path
-                )
+                raise InputError(f"no list-valued column {self.vector_column!r}", path=path)
             return "list", self.vector_column
         numeric = [c for c in numeric if c not in skip]
         if self.prefix:

@@ -79,8 +79,7 @@ def load_model(path, *, trust=False):
     where = str(path)
     p = Path(path)
     if not p.is_file():
-        raise InputError("no such model file" if not p.exists() else "is not a file",
-                         path=where)
+        raise InputError("no such model file" if not p.exists() else "is not a file", path=where)
     if zipfile.is_zipfile(p):
         model = _load_skops(p, trust)
     else:
@@ -95,8 +94,9 @@ def load_model(path, *, trust=False):
         try:
             model = joblib.load(p)
         except Exception as exc:  # noqa: BLE001 - any unpickling failure means corrupt
-            raise InputError(f"cannot read model: {type(exc).__name__}: {exc}",
-                             path=where) from None
+            raise InputError(
+                f"cannot read model: {type(exc).__name__}: {exc}", path=where
+            ) from None
     if not (isinstance(model, BaseEstimator) and hasattr(model, "transform")):
         raise InputError(f"holds a {type(model).__name__}, not a fitted model", path=where)
     try:
@@ -124,5 +124,4 @@ def _load_skops(p, trust):
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - corrupt archives fail in many ways
-        raise InputError(f"cannot read model: {type(exc).__name__}: {exc}",
-                         path=where) from None
+        raise InputError(f"cannot read model: {type(exc).__name__}: {exc}", path=where) from None

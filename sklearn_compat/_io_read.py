@@ -102,6 +102,7 @@ class TableReader:
     """
 
     format = None
+    columns = ()
     id_column = None
     vector_columns = None
     list_column = None
@@ -218,21 +219,31 @@ class _CsvReader(TableReader):
     def __init__(self, path, spec, dtype, extra_columns):
         super().__init__(path, spec, dtype, extra_columns)
         sample = self._read(nrows=_CSV_SNIFF_ROWS)
-        columns = list(sample.columns)
+        columns = self.columns = [str(c) for c in sample.columns]
         if spec.id_column is not None and spec.id_column not in columns:
             raise _missing_id_column(spec, columns, path)
         _check_extra(extra_columns, columns, path)
         self.id_column = spec.id_column
-        numeric = [c for c in columns if pd.api.types.is_numeric_dtype(sample[c])
-                   and not pd.api.types.is_bool_dtype(sample[c])]
+        numeric = [
+            c
+            for c in columns
+            if pd.api.types.is_numeric_dtype(sample[c])
+            and not pd.api.types.is_bool_dtype(sample[c])
+        ]
         list_like = [
-            c for c in columns
+            c
+            for c in columns
             if (sample[c].dtype == object or pd.api.types.is_string_dtype(sample[c]))
             and sample[c].dropna().astype(str).str.lstrip().str.startswith("[").all()
             and sample[c].notna().any()
         ]
-        spec = ColumnSpec(spec.id_column, spec.prefix, spec.pattern, spec.vector_column,
-                          tuple(spec.exclude) + tuple(extra_columns))
+        spec = ColumnSpec(
+            spec.id_column,
+            spec.prefix,
+            spec.pattern,
+            spec.vector_column,
+            tuple(spec.exclude) + tuple(extra_columns),
+        )
         self.form, chosen = spec.select(numeric, list_like, path)
         if self.form == "list":
             self.list_column = chosen
@@ -329,8 +340,9 @@ class _CsvReader(TableReader):
 
     def _find_bad_number(self, batch_size):
         """Name the line and column of a value that is not a number (error path only)."""
-        reader = self._read(usecols=self.vector_columns, dtype=str, chunksize=batch_size,
-                            keep_default_na=True)
+        reader = self._read(
+            usecols=self.vector_columns, dtype=str, chunksize=batch_size, keep_default_na=True
+        )
         start = 0
         with reader:
             for chunk in reader:
@@ -350,8 +362,9 @@ class _CsvReader(TableReader):
         if self.id_column is None:
             return np.dtype(np.int64)
         longest = 1
-        reader = self._read(usecols=[self.id_column], dtype=str, chunksize=1 << 20,
-                            keep_default_na=False)
+        reader = self._read(
+            usecols=[self.id_column], dtype=str, chunksize=1 << 20, keep_default_na=False
+        )
         with reader:
             for chunk in reader:
                 if len(chunk):
@@ -382,7 +395,7 @@ class _ParquetReader(TableReader):
         except (pa.ArrowException, OSError) as exc:
             raise InputError(f"not a readable Parquet file: {exc}", path=path) from None
         schema = self._file.schema_arrow
-        columns = schema.names
+        columns = self.columns = list(schema.names)
         if spec.id_column is not None and spec.id_column not in columns:
             raise _missing_id_column(spec, columns, path)
         _check_extra(extra_columns, columns, path)
@@ -394,12 +407,22 @@ class _ParquetReader(TableReader):
 
         numeric = [f.name for f in schema if is_number(f.type)]
         list_like = [
-            f.name for f in schema
-            if (types.is_list(f.type) or types.is_large_list(f.type)
-                or types.is_fixed_size_list(f.type)) and is_number(f.type.value_type)
+            f.name
+            for f in schema
+            if (
+                types.is_list(f.type)
+                or types.is_large_list(f.type)
+                or types.is_fixed_size_list(f.type)
+            )
+            and is_number(f.type.value_type)
         ]
-        spec = ColumnSpec(spec.id_column, spec.prefix, spec.pattern, spec.vector_column,
-                          tuple(spec.exclude) + tuple(extra_columns))
+        spec = ColumnSpec(
+            spec.id_column,
+            spec.prefix,
+            spec.pattern,
+            spec.vector_column,
+            tuple(spec.exclude) + tuple(extra_columns),
+        )
         self.form, chosen = spec.select(numeric, list_like, path)
         if self.form == "list":
             self.list_column = chosen
@@ -421,13 +444,15 @@ class _ParquetReader(TableReader):
         cols += [c for c in self.extra_columns if c not in cols]
         start = 0
         try:
-            for rb in self._file.iter_batches(batch_size=batch_size, columns=cols,
-                                              use_threads=True):
+            for rb in self._file.iter_batches(
+                batch_size=batch_size, columns=cols, use_threads=True
+            ):
                 yield self._to_batch(rb, start)
                 start += rb.num_rows
         except pa.ArrowException as exc:
-            raise InputError(f"cannot read rows after row {start}: {exc}",
-                             path=self.path) from None
+            raise InputError(
+                f"cannot read rows after row {start}: {exc}", path=self.path
+            ) from None
 
     def _to_batch(self, rb, start):
         n = rb.num_rows
@@ -437,8 +462,9 @@ class _ParquetReader(TableReader):
             if ids.dtype.kind in "fc":
                 ids = ids.astype(object)  # a null in an int column came back as NaN
         extra = {c: rb.column(c).to_numpy(zero_copy_only=False) for c in self.extra_columns}
-        dtype = self.dtype or (np.float32 if self._file_dtype in (np.float32, np.float16)
-                               else np.float64)
+        dtype = self.dtype or (
+            np.float32 if self._file_dtype in (np.float32, np.float16) else np.float64
+        )
         if self.form == "columns":
             X = np.empty((n, len(self.vector_columns)), dtype=dtype)
             for j, name in enumerate(self.vector_columns):
@@ -518,6 +544,7 @@ class _NpyReader(TableReader):
         self._fortran = fortran
         self._shape = shape
         names = file_dtype.names
+        self.columns = list(names or ())
         if names is None:
             if len(shape) != 2 or file_dtype.kind not in "fiu":
                 raise InputError(
@@ -526,27 +553,33 @@ class _NpyReader(TableReader):
                     path=path,
                 )
             if spec.vector_column or spec.prefix or spec.pattern:
-                raise InputError(
-                    "a plain 2-d array has no named columns to select", path=path
-                )
+                raise InputError("a plain 2-d array has no named columns to select", path=path)
             _check_extra(extra_columns, (), path)
             self.form = "array"
             self.width = shape[1]
             self.id_column = None
         else:
             if len(shape) != 1:
-                raise InputError(f"a structured table must be 1-d, got shape {shape}",
-                                 path=path)
+                raise InputError(f"a structured table must be 1-d, got shape {shape}", path=path)
             if spec.id_column is not None and spec.id_column not in names:
                 raise _missing_id_column(spec, names, path)
             _check_extra(extra_columns, names, path)
             self.id_column = spec.id_column
-            numeric = [n for n in names if file_dtype[n].shape == ()
-                       and file_dtype[n].kind in "fiu"]
-            list_like = [n for n in names if len(file_dtype[n].shape) == 1
-                         and file_dtype[n].base.kind in "fiu"]
-            spec = ColumnSpec(spec.id_column, spec.prefix, spec.pattern, spec.vector_column,
-                              tuple(spec.exclude) + tuple(extra_columns))
+            numeric = [
+                n for n in names if file_dtype[n].shape == () and file_dtype[n].kind in "fiu"
+            ]
+            list_like = [
+                n
+                for n in names
+                if len(file_dtype[n].shape) == 1 and file_dtype[n].base.kind in "fiu"
+            ]
+            spec = ColumnSpec(
+                spec.id_column,
+                spec.prefix,
+                spec.pattern,
+                spec.vector_column,
+                tuple(spec.exclude) + tuple(extra_columns),
+            )
             self.form, chosen = spec.select(numeric, list_like, path)
             if self.form == "list":
                 self.list_column = chosen
@@ -562,15 +595,18 @@ class _NpyReader(TableReader):
             # Column-major data cannot be read row by row; memory-map it instead.
             data = np.load(self.path, mmap_mode="r")
             for start in range(0, n, batch_size):
-                yield self._to_batch(np.array(data[start:start + batch_size]), start)
+                yield self._to_batch(np.array(data[start : start + batch_size]), start)
             return
         itemsize = self._file_dtype.itemsize * (self.width if self.form == "array" else 1)
         with open(self.path, "rb") as f:
             for start in range(0, n, batch_size):
                 count = min(batch_size, n - start)
                 f.seek(self._offset + start * itemsize)
-                raw = np.fromfile(f, dtype=self._file_dtype,
-                                  count=count * (self.width if self.form == "array" else 1))
+                raw = np.fromfile(
+                    f,
+                    dtype=self._file_dtype,
+                    count=count * (self.width if self.form == "array" else 1),
+                )
                 if self.form == "array":
                     got = raw.size // max(1, self.width)
                     raw = raw[: got * self.width].reshape(got, self.width)
@@ -596,8 +632,7 @@ class _NpyReader(TableReader):
         else:
             kinds = {self._file_dtype[c].type for c in self.vector_columns}
             file_dtype = np.float32 if kinds <= {np.float32, np.float16} else np.float64
-            X = np.empty((raw.shape[0], self.width),
-                         dtype=self.dtype or file_dtype)
+            X = np.empty((raw.shape[0], self.width), dtype=self.dtype or file_dtype)
             for j, name in enumerate(self.vector_columns):
                 X[:, j] = raw[name]
         return Batch(start, ids, X, extra)

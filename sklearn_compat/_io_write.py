@@ -54,8 +54,7 @@ class AtomicOutput:
         if not parent.is_dir():
             raise InputError(f"directory {str(parent)!r} does not exist", path=where)
         try:
-            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{self.path.name}.",
-                                       suffix=".part")
+            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{self.path.name}.", suffix=".part")
         except OSError as exc:
             raise InputError(f"cannot write: {exc.strerror}", path=where) from None
         os.close(fd)
@@ -68,8 +67,10 @@ class AtomicOutput:
             return
         if self.path.exists() and not self.force:
             self.abort()
-            raise InputError("was created by someone else while this command ran; "
-                             "nothing written", path=str(self.path))
+            raise InputError(
+                "was created by someone else while this command ran; nothing written",
+                path=str(self.path),
+            )
         # mkstemp makes the file private (0600); give it the permissions a normal
         # ``open`` would.
         umask = os.umask(0)
@@ -156,16 +157,18 @@ class TableWriter:
     def __init__(self, path, layout, *, force=False, inputs=()):
         self.format = table_format(path)
         if layout.form == "array" and self.format != "npy":
-            layout = OutputLayout("columns", layout.width, layout.id_column,
-                                  id_dtype=layout.id_dtype)
+            layout = OutputLayout(
+                "columns", layout.width, layout.id_column, id_dtype=layout.id_dtype
+            )
         if self.format == "npy" and layout.id_column is not None and layout.form == "array":
             layout.form = "list"
         self.layout = layout
         self.path = str(path)
         self._out = AtomicOutput(path, force=force, inputs=inputs)
         self.n_rows = 0
-        self._impl = {"csv": _CsvSink, "parquet": _ParquetSink, "npy": _NpySink}[
-            self.format](self._out.tmp, layout)
+        self._impl = {"csv": _CsvSink, "parquet": _ParquetSink, "npy": _NpySink}[self.format](
+            self._out.tmp, layout
+        )
 
     def write(self, ids, Z):
         """Append rows: ``ids`` (n,) or None, ``Z`` (n, width)."""
@@ -241,8 +244,10 @@ class _CsvSink:
     def close(self):
         if self.first:
             cols = ([] if self.layout.id_column is None else [self.layout.id_column]) + (
-                self.layout.vector_columns if self.layout.form == "columns"
-                else [self.layout.list_column])
+                self.layout.vector_columns
+                if self.layout.form == "columns"
+                else [self.layout.list_column]
+            )
             pd.DataFrame(columns=cols).to_csv(self.f, index=False)
             self.first = False
         self.f.close()
@@ -261,9 +266,11 @@ class _ParquetSink:
         value = pa.from_numpy_dtype(Z.dtype)
         fields = []
         if lay.id_column is not None:
-            id_type = (pa.from_numpy_dtype(np.dtype(lay.id_dtype))
-                       if lay.id_dtype is not None and np.dtype(lay.id_dtype).kind in "iuf"
-                       else pa.array(np.asarray(ids)[:1]).type)
+            id_type = (
+                pa.from_numpy_dtype(np.dtype(lay.id_dtype))
+                if lay.id_dtype is not None and np.dtype(lay.id_dtype).kind in "iuf"
+                else pa.array(np.asarray(ids)[:1]).type
+            )
             if pa.types.is_null(id_type):
                 id_type = pa.string()
             fields.append(pa.field(lay.id_column, id_type))
@@ -330,7 +337,7 @@ class _NpySink:
             id_dtype = lay.id_dtype
             if id_dtype is None:
                 id_dtype = np.asarray(ids).dtype
-                if id_dtype == object:
+                if id_dtype.kind == "O":
                     id_dtype = np.asarray(ids, dtype=str).dtype
             fields.append((lay.id_column, np.dtype(id_dtype)))
         if lay.form == "list":
@@ -342,8 +349,9 @@ class _NpySink:
     def _header(self, n):
         fmt = np.lib.format
         shape = (n, self.layout.width) if self.layout.form == "array" else (n,)
-        text = repr({"descr": fmt.dtype_to_descr(self.dtype), "fortran_order": False,
-                     "shape": shape})
+        text = repr(
+            {"descr": fmt.dtype_to_descr(self.dtype), "fortran_order": False, "shape": shape}
+        )
         return text
 
     def _write_header(self, n):
