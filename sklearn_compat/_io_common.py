@@ -103,8 +103,12 @@ class ColumnSpec:
             return f"numeric columns matching {self.pattern!r}"
         return "all numeric columns other than the id"
 
-    def select(self, numeric, list_like, path):
+    def select(self, numeric, list_like, path, columns=None):
         """Pick the embedding from the numeric and list-valued column names of a table.
+
+        ``columns`` are all column names in file order: a prefix or pattern also picks
+        matching non-numeric columns, so that a stray text value in an embedding column
+        is reported where it is instead of the column silently dropping out.
 
         Returns ``("list", name)`` or ``("columns", [names])``.
         """
@@ -119,11 +123,16 @@ class ColumnSpec:
                     )
                 raise InputError(f"no list-valued column {self.vector_column!r}", path=path)
             return "list", self.vector_column
+        named = [
+            c
+            for c in (numeric if columns is None else columns)
+            if c not in skip and c not in list_like
+        ]
         numeric = [c for c in numeric if c not in skip]
         if self.prefix:
-            chosen = [c for c in numeric if c.startswith(self.prefix)]
+            chosen = [c for c in named if c.startswith(self.prefix)]
         elif self.pattern:
-            chosen = [c for c in numeric if re.fullmatch(self.pattern, c)]
+            chosen = [c for c in named if re.fullmatch(self.pattern, c)]
         else:
             lists = [c for c in list_like if c not in skip]
             if len(lists) == 1:

@@ -204,6 +204,12 @@ def _missing_id_column(spec, columns, path):
     return InputError(f"no id column {spec.id_column!r} (columns: {shown})", path=path)
 
 
+def _check_numeric(chosen, numeric, type_of, path):
+    for name in chosen:
+        if name not in numeric:
+            raise InputError(f"column {name!r} is not numeric ({type_of(name)})", path=path)
+
+
 def _check_extra(extra_columns, columns, path):
     for name in extra_columns:
         if name not in columns:
@@ -244,7 +250,7 @@ class _CsvReader(TableReader):
             spec.vector_column,
             tuple(spec.exclude) + tuple(extra_columns),
         )
-        self.form, chosen = spec.select(numeric, list_like, path)
+        self.form, chosen = spec.select(numeric, list_like, path, columns)
         if self.form == "list":
             self.list_column = chosen
         else:
@@ -423,7 +429,7 @@ class _ParquetReader(TableReader):
             spec.vector_column,
             tuple(spec.exclude) + tuple(extra_columns),
         )
-        self.form, chosen = spec.select(numeric, list_like, path)
+        self.form, chosen = spec.select(numeric, list_like, path, columns)
         if self.form == "list":
             self.list_column = chosen
             t = schema.field(chosen).type
@@ -431,6 +437,7 @@ class _ParquetReader(TableReader):
             if types.is_fixed_size_list(t):
                 self.width = t.list_size
         else:
+            _check_numeric(chosen, numeric, lambda c: schema.field(c).type, path)
             self.vector_columns = list(chosen)
             self.width = len(chosen)
             kinds = {schema.field(c).type.to_pandas_dtype() for c in chosen}
@@ -580,11 +587,12 @@ class _NpyReader(TableReader):
                 spec.vector_column,
                 tuple(spec.exclude) + tuple(extra_columns),
             )
-            self.form, chosen = spec.select(numeric, list_like, path)
+            self.form, chosen = spec.select(numeric, list_like, path, list(names))
             if self.form == "list":
                 self.list_column = chosen
                 self.width = file_dtype[chosen].shape[0]
             else:
+                _check_numeric(chosen, numeric, lambda c: file_dtype[c], path)
                 self.vector_columns = list(chosen)
                 self.width = len(chosen)
         self.n_rows = shape[0]
