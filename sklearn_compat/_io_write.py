@@ -286,7 +286,10 @@ class _ParquetSink:
 
         if self.writer is None:
             self.schema = self._schema(ids, Z)
-            self.writer = pq.ParquetWriter(self.tmp, self.schema)
+            # Dictionary encoding never pays on float embeddings (nearly every value is
+            # distinct) and doubles the write time; keep it for the ids only.
+            ids_only = [] if self.layout.id_column is None else [self.layout.id_column]
+            self.writer = pq.ParquetWriter(self.tmp, self.schema, use_dictionary=ids_only)
         lay = self.layout
         arrays = []
         if lay.id_column is not None:
