@@ -5,6 +5,7 @@ refusing to overwrite a file fails before any work), reads its inputs, calls the
 estimators and metrics, and writes its outputs atomically.  No maths happens here.
 """
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -91,9 +92,16 @@ def _target_frame(Y, reader):
 def run_fit(args):
     _check_output(args.model, args.force, inputs=(args.source, args.target))
     estimator = build_method(args.method, args)
-    X, Y, src, tgt, report, _ = _read_pair(args)
+    fit_params = {}
+    if args.labels_column and "labels" not in inspect.signature(estimator.fit).parameters:
+        raise InputError(f"--labels-column does not apply to --method {args.method}")
+    labels = (args.labels_column,) if args.labels_column else ()
+    X, Y, src, tgt, report, extra = _read_pair(args, labels)
     _log(report.summary())
-    estimator.fit(X, _target_frame(Y, tgt))
+    if args.labels_column:
+        # Class labels switch lambda-orth's contrastive term to its supervised form.
+        fit_params["labels"] = extra[args.labels_column]
+    estimator.fit(X, _target_frame(Y, tgt), **fit_params)
     fmt = save_model(estimator, args.model, format=args.model_format, force=args.force)
     _log(
         f"fitted {type(estimator).__name__} on {X.shape[0]} pairs "

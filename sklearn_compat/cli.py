@@ -198,6 +198,11 @@ def build_parser():
     )
     fit.add_argument("--force", action="store_true", help="overwrite an existing model file")
     fit.add_argument("--json", action="store_true", help="print the report as JSON")
+    fit.add_argument(
+        "--labels-column",
+        metavar="COL",
+        help="lambda-orth: class labels (in SRC or TGT) for the supervised contrastive term",
+    )
     _method_options(fit)
 
     tr = sub.add_parser(

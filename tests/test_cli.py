@@ -4,6 +4,7 @@ Commands run in-process through ``main([...])``; one test runs the real entry po
 (``python -m sklearn_compat``) in a subprocess.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -542,6 +543,46 @@ def test_options_that_do_not_apply(tmp_path, capsys, fitted):
     assert_one_line_error(code, err, "--lam does not apply to --method procrustes")
     code, _, err = fit(capsys, src, tgt, tmp_path / "x.skops", "--device", "gpu7")
     assert_one_line_error(code, err, "device must be")
+
+
+def test_fit_with_labels(tmp_path, capsys, planted):
+    ids, X, Y, _ = planted
+    src = tmp_path / "src.parquet"
+    frame = pd.DataFrame({"id": ids, "label": np.arange(N) % 3, "vec": list(X)})
+    frame.to_parquet(src)
+    tgt = tmp_path / "tgt.npy"
+    write_table(tgt, ids, Y, OutputLayout("list", D_Y, "id", id_dtype=ids.dtype))
+    code, _, err = fit(capsys, src, tgt, tmp_path / "m.skops", "--labels-column", "label")
+    assert_one_line_error(code, err, "--labels-column does not apply to --method procrustes")
+    if importlib.util.find_spec("sklearn_compat.lambda_orth") is None:
+        return
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--method",
+        "lambda-orth",
+        "--source",
+        src,
+        "--target",
+        tgt,
+        "--id-column",
+        "id",
+        "--model",
+        tmp_path / "m.skops",
+        "--labels-column",
+        "label",
+        "--epochs",
+        "2",
+        "--seed",
+        "0",
+        "--device",
+        "cpu",
+        "--lam",
+        "12",
+    )
+    assert code == 0, err
+    model = load_model(tmp_path / "m.skops")
+    assert model.lam == 12 and model.max_epochs == 2 and model.n_features_in_ == D_X
 
 
 def test_usage_errors_exit_2(capsys):
