@@ -37,6 +37,8 @@ def plot_grid(frame, path, *, n_pairs, cv):
             label=f"{row['method']} ({row['mean_top1']:.3f})",
         )
     ax.set_xscale("symlog", linthresh=1.0)
+    # symlog has room for negative values, which lambda never takes.
+    ax.set_xlim(x.min() - 0.5 if x.min() < 1 else x.min() / 2, x.max() * 1.5)
     ticks = sorted(set(x.tolist()))
     ax.set_xticks(ticks)
     ax.set_xticklabels(

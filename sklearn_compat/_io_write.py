@@ -217,11 +217,6 @@ def write_table(path, ids, Z, layout, *, force=False, inputs=()):
         writer.write(ids, Z)
 
 
-def _float_text(Z):
-    """Shortest text that reads back to the same float32/float64 value."""
-    return np.char.mod("%r", Z) if Z.dtype == np.float64 else Z.astype(str)
-
-
 class _CsvSink:
     def __init__(self, tmp, layout):
         self.layout = layout
@@ -233,7 +228,7 @@ class _CsvSink:
         if lay.form == "columns":
             df = pd.DataFrame(Z, columns=lay.vector_columns, copy=False)
         else:
-            text = Z.astype(str) if Z.dtype == np.float32 else np.char.mod("%r", Z)
+            text = Z.astype(str)  # shortest text that reads back to the same value
             df = pd.DataFrame({lay.list_column: ["[" + ", ".join(r) + "]" for r in text]})
         if lay.id_column is not None:
             df.insert(0, lay.id_column, np.asarray(ids))
@@ -294,7 +289,6 @@ class _ParquetSink:
         arrays = []
         if lay.id_column is not None:
             arrays.append(pa.array(np.asarray(ids), type=self.schema.field(0).type))
-        value = self.schema.field(len(arrays)).type
         if lay.form == "columns":
             # Column j of Z is row j of Z.T; a contiguous transpose makes each one a
             # zero-copy Arrow buffer.
@@ -303,11 +297,9 @@ class _ParquetSink:
         else:
             flat = pa.array(np.ascontiguousarray(Z).reshape(-1))
             arrays.append(pa.FixedSizeListArray.from_arrays(flat, lay.width))
-            del value
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
 
     def close(self):
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
         if self.writer is None:
@@ -316,7 +308,6 @@ class _ParquetSink:
             ids = np.empty(0, dtype=self.layout.id_dtype or object)
             self.schema = self._schema(ids, np.empty((0, self.layout.width), dtype))
             pq.write_table(self.schema.empty_table(), self.tmp)
-            del pa
             return
         self.writer.close()
 
