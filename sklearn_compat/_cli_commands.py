@@ -382,7 +382,12 @@ def run_encode(args):
     source = read_table(args.input, spec, dtype=args.dtype)
     reader, table = source
     if args.parallel:
-        other = read_table(args.parallel, spec, dtype=args.dtype)
+        own = (args.parallel_prefix, args.parallel_pattern, args.parallel_vector_column)
+        other_spec = ColumnSpec(
+            args.parallel_id_column or args.id_column,
+            *(own if any(own) else (args.prefix, args.pattern, args.vector_column)),
+        )
+        other = read_table(args.parallel, other_spec, dtype=args.dtype)
         rows_s, rows_p, report = join_on_ids(source, other, duplicates=args.duplicates)
         _log(report.summary())
         # Anchors are drawn from the items both exports hold, so the parallel space can

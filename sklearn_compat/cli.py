@@ -303,6 +303,17 @@ def build_parser():
     en.add_argument(
         "--parallel-output", metavar="OTHER_OUT", help="where to write OTHER's encoding"
     )
+    for what, meta in (
+        ("id-column", "ID"),
+        ("prefix", "PREFIX"),
+        ("pattern", "REGEX"),
+        ("vector-column", "NAME"),
+    ):
+        en.add_argument(
+            f"--parallel-{what}",
+            metavar=meta,
+            help=f"OTHER's {what.replace('-', ' ')}, when it differs from INPUT's",
+        )
     en.add_argument("--model", help="also save the fitted encoder here")
     en.add_argument("--force", action="store_true", help="overwrite existing outputs")
     en.add_argument("--duplicates", choices=DUPLICATE_POLICIES, default="error")
