@@ -11,10 +11,11 @@ an orthogonal map on a sample, and then times, each in a fresh process:
   ``--rows-per-batch`` value.
 
 It prints throughput (rows/s), the ratio floor time / CLI time (1.0 = as fast as the
-floor), and each process's peak resident memory (``ru_maxrss`` from ``os.wait4``), which
+floor), and each process's peak resident memory (VmHWM, Linux), which
 must depend on the batch size and not on the file size: compare it with the file size
-and across batch sizes.  The CLI's start-up (Python, torch, model load) is timed apart
-so the streaming part can be compared on its own.
+and across batch sizes.  The CLI's start-up (Python and torch imports) is timed apart
+so the streaming part can be compared on its own; the idle CLI's memory (imports only)
+is printed for reference.
 
 Usage::
 
@@ -38,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 FLOOR = textwrap.dedent(
     """
-    import sys, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    import sys, time, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    start = time.perf_counter()
     src, dst, matrix, rows = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     A = np.load(matrix)
     f = pq.ParquetFile(src, pre_buffer=False, buffer_size=1 << 20)
@@ -56,27 +58,72 @@ FLOOR = textwrap.dedent(
             writer = pq.ParquetWriter(dst, out.schema, use_dictionary=["id"])
         writer.write_batch(out)
     writer.close()
+    sys.stderr.write(f"WORK_S {time.perf_counter() - start}\\n")
     """
 )
 
-STARTUP = (
-    "import sys, numpy as np; from sklearn_compat.io import load_model; "
-    "load_model(sys.argv[1]).transform(np.zeros((1, int(sys.argv[2])), np.float32))"
+# The command line, timed from after its imports (Python, torch, pyarrow, skops), so the
+# model load and the streaming can be compared with the floor on their own.
+CLI = textwrap.dedent(
+    """
+    import sys, time
+    import pyarrow.parquet, skops.io, torch
+    import sklearn_compat._cli_commands
+    from sklearn_compat.cli import main
+    start = time.perf_counter()
+    code = main(sys.argv[1:])
+    sys.stderr.write(f"WORK_S {time.perf_counter() - start}\\n")
+    sys.exit(code)
+    """
 )
 
 
-def timed(cmd, env=None):
-    """Run ``cmd``; returns (seconds, peak RSS in MiB) of that process alone."""
+# Runs a module (-m NAME ...) or code (-c CODE ...) and reports its peak resident memory
+# from /proc/self/status (VmHWM).  ru_maxrss cannot be used: Linux carries it across
+# fork and exec, so a child would report at least its parent's size.
+PEAK = """
+import atexit, runpy, sys
+def _peak():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM"):
+                sys.stderr.write(f"PEAK_KB {line.split()[1]}\\n")
+atexit.register(_peak)
+mode = sys.argv.pop(1)
+if mode == "-m":
+    sys.argv[0] = sys.argv.pop(1)
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+else:
+    code = sys.argv.pop(1)
+    sys.argv[0] = "-c"
+    exec(compile(code, "<bench>", "exec"), {"__name__": "__main__"})
+"""
+
+
+def timed(args, env=None):
+    """Run ``python -m ...`` or ``python -c ...`` (``args`` after the interpreter).
+
+    Returns (wall seconds, seconds of work after the imports, peak resident MiB) of that
+    process alone.
+    """
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK, *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
     seconds = time.perf_counter() - start
-    err = proc.stderr.read().decode()
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"command failed: {' '.join(map(str, cmd))}\n{err}")
-    # ru_maxrss is in KiB on Linux.
-    return seconds, usage.ru_maxrss / 1024
+    if proc.returncode != 0:
+        raise SystemExit(f"command failed: {' '.join(map(str, args))}\n{proc.stderr}")
+
+    def last(tag):
+        values = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith(tag)]
+        return float(values[-1])
+
+    return seconds, last("WORK_S"), last("PEAK_KB") / 1024
 
 
 def make_input(path, rows, dim, form, row_group, seed=0):
@@ -124,8 +171,9 @@ def main(argv=None):
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--out-dim", type=int, default=None, help="default: --dim")
     parser.add_argument("--form", choices=("list", "columns"), default="list")
-    parser.add_argument("--row-group", type=int, default=65536,
-                        help="rows per row group of the input file")
+    parser.add_argument(
+        "--row-group", type=int, default=65536, help="rows per row group of the input file"
+    )
     parser.add_argument("--rows-per-batch", type=int, nargs="+", default=[16384, 65536])
     parser.add_argument("--workdir", help="where to write the files (default: a temp dir)")
     args = parser.parse_args(argv)
@@ -140,36 +188,64 @@ def main(argv=None):
         make_input(src, args.rows, args.dim, args.form, args.row_group)
         make_model(model, matrix, args.dim, out_dim)
         size = src.stat().st_size / 2**20
-        print(f"input: {args.rows} x {args.dim} float32, form={args.form}, "
-              f"row groups of {args.row_group}: {size:.0f} MiB "
-              f"(written in {time.perf_counter() - t0:.1f} s)")
+        print(
+            f"input: {args.rows} x {args.dim} float32, form={args.form}, "
+            f"row groups of {args.row_group}: {size:.0f} MiB "
+            f"(written in {time.perf_counter() - t0:.1f} s)"
+        )
         print(f"machine: {os.cpu_count()} CPUs visible; torch threads as default")
 
-        startup, startup_rss = timed(
-            [sys.executable, "-c", STARTUP, str(model), str(args.dim)], env)
-        print(f"CLI start-up (python + torch + model load): {startup:.2f} s, "
-              f"{startup_rss:.0f} MiB")
-        print(f"{'run':<28}{'rows/batch':>11}{'seconds':>9}{'rows/s':>11}"
-              f"{'floor/run':>10}{'stream/floor':>13}{'peak MiB':>10}")
+        print(
+            f"{'run':<26}{'rows/batch':>11}{'total s':>9}{'work s':>8}{'rows/s':>9}"
+            f"{'floor/run':>10}{'peak MiB':>10}"
+        )
         for rows in args.rows_per_batch:
             out = work / "floor.parquet"
-            floor_s, floor_rss = timed(
-                [sys.executable, "-c", FLOOR, str(src), str(out), str(matrix), str(rows)])
+            floor_total, floor_s, floor_rss = timed(
+                ["-c", FLOOR, str(src), str(out), str(matrix), str(rows)]
+            )
             out.unlink()
-            print(f"{'floor: pyarrow+numpy':<28}{rows:>11}{floor_s:>9.2f}"
-                  f"{args.rows / floor_s:>11.0f}{1.0:>10.2f}{'':>13}{floor_rss:>10.0f}")
+            print(
+                f"{'floor: pyarrow+numpy':<26}{rows:>11}{floor_total:>9.2f}{floor_s:>8.2f}"
+                f"{args.rows / floor_s:>9.0f}{1.0:>10.2f}{floor_rss:>10.0f}"
+            )
             out = work / "out.parquet"
-            cli_s, cli_rss = timed(
-                [sys.executable, "-m", "sklearn_compat", "transform", "--model", str(model),
-                 "--input", str(src), "--output", str(out), "--id-column", "id",
-                 "--rows-per-batch", str(rows), "--force", "--device", "cpu"], env)
+            cli_total, cli_s, cli_rss = timed(
+                [
+                    "-c",
+                    CLI,
+                    "transform",
+                    "--model",
+                    str(model),
+                    "--input",
+                    str(src),
+                    "--output",
+                    str(out),
+                    "--id-column",
+                    "id",
+                    "--rows-per-batch",
+                    str(rows),
+                    "--force",
+                    "--device",
+                    "cpu",
+                ],
+                env,
+            )
             out.unlink()
-            stream = max(cli_s - startup, 1e-9)
-            print(f"{'sklearn-compat transform':<28}{rows:>11}{cli_s:>9.2f}"
-                  f"{args.rows / cli_s:>11.0f}{floor_s / cli_s:>10.2f}"
-                  f"{stream / floor_s:>13.2f}{cli_rss:>10.0f}")
-        print("floor/run: floor seconds / run seconds (1.0 = as fast as the floor); "
-              "stream/floor: CLI seconds without start-up / floor seconds.")
+            print(
+                f"{'sklearn-compat transform':<26}{rows:>11}{cli_total:>9.2f}{cli_s:>8.2f}"
+                f"{args.rows / cli_s:>9.0f}{floor_s / cli_s:>10.2f}{cli_rss:>10.0f}"
+            )
+        idle = CLI.split("start = ")[0] + "sys.stderr.write('WORK_S 0\\n')\n"
+        _, _, idle_rss = timed(["-c", idle], env)
+        print(
+            f"{'CLI after imports, idle':<26}{'':>11}{'':>9}{'':>8}{'':>9}{'':>10}"
+            f"{idle_rss:>10.0f}"
+        )
+        print(
+            "work s: after the imports (the CLI's includes loading the model); "
+            "floor/run: floor work s / run work s (1.0 = as fast as the floor)."
+        )
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
