@@ -204,6 +204,77 @@ def test_transform_in_small_batches_matches_one_batch(tmp_path, capsys, planted)
     assert outputs[0].splitlines()[1].startswith("item000,")
 
 
+def test_progress_bar_on_a_terminal(tmp_path, capsys, planted, monkeypatch):
+    src, tgt = write_pair(tmp_path, planted, "npy", "npy", "list", "list")
+    model = tmp_path / "m.skops"
+    assert fit(capsys, src, tgt, model)[0] == 0
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, _, err = run(
+        capsys,
+        "transform",
+        "--model",
+        model,
+        "--input",
+        src,
+        "--output",
+        tmp_path / "o.npy",
+        "--id-column",
+        "id",
+        "--rows-per-batch",
+        "50",
+    )
+    assert code == 0
+    assert "/120 [" in err and "rows/s" in err  # tqdm drew the bar on stderr
+    code, _, err = run(
+        capsys,
+        "transform",
+        "--model",
+        model,
+        "--input",
+        src,
+        "--output",
+        tmp_path / "o.npy",
+        "--id-column",
+        "id",
+        "--force",
+        "--no-progress",
+    )
+    assert code == 0 and "rows/s" not in err
+
+
+def test_interrupt_leaves_nothing(tmp_path, capsys, planted, monkeypatch):
+    from sklearn_compat import _cli_commands
+
+    src, tgt = write_pair(tmp_path, planted, "parquet", "parquet")
+    model = tmp_path / "m.skops"
+    assert fit(capsys, src, tgt, model)[0] == 0
+    calls = []
+
+    def interrupted(model, batch, reader):
+        calls.append(batch.start)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return model.transform(batch.X)
+
+    monkeypatch.setattr(_cli_commands, "_map_batch", interrupted)
+    code, _, err = run(
+        capsys,
+        "transform",
+        "--model",
+        model,
+        "--input",
+        src,
+        "--output",
+        tmp_path / "o.parquet",
+        "--id-column",
+        "id",
+        "--rows-per-batch",
+        "50",
+    )
+    assert code == 130 and "interrupted; no output was written" in err
+    assert no_output_left(tmp_path, "o.parquet")
+
+
 def test_transform_changes_form_on_request(tmp_path, capsys, planted):
     ids, X, Y, _ = planted
     src, tgt = write_pair(tmp_path, planted, "csv", "parquet")
