@@ -53,7 +53,7 @@ def _read_pair(args, extra_columns=()):
     Returns ``(X, Y, source_reader, target_reader, report, extra)``.
 
     ``extra_columns`` (e.g. labels) are read from the source when it has them, else from
-    the target, and returned aligned with the joined rows in ``report.extra``.
+    the target, and returned in ``extra`` aligned with the joined rows.
     """
     src_extra, tgt_extra = _split_extra(args, extra_columns)
     exclude = tuple(extra_columns)

@@ -365,9 +365,9 @@ def main(argv=None):
         except Exception as exc:  # noqa: BLE001 - a batch job wants one line, not a trace
             if args.debug:
                 traceback.print_exc()
+            message = " ".join(str(exc).split()) or "no message"
             _error(
-                f"{_one_line(exc)} (unexpected {type(exc).__name__}; run with --debug "
-                "for the traceback)"
+                f"{message} (unexpected {type(exc).__name__}; run with --debug for the traceback)"
             )
             return 1
 
