@@ -189,6 +189,7 @@ def run_transform(args):
     model = load_model(args.model, trust=args.trust)
     _set_device(model, args.device)
     reader = open_table(args.input, _source_spec(args), dtype=args.dtype)
+    _warn_dropped_columns(reader)
     expected = _model_width(model, args.model)
     _check_width(reader, expected, args.model)
     layout = None
@@ -222,6 +223,20 @@ def run_transform(args):
         raise
     _log(f"wrote {rows} rows ({expected} -> {layout.width} dimensions) to {args.output}")
     return 0
+
+
+def _warn_dropped_columns(reader):
+    """Say so when a table's other columns (probably its ids) will not be in the output."""
+    if reader.id_column is not None or reader.form == "array":
+        return
+    used = set(reader.vector_columns or [reader.list_column])
+    others = [c for c in reader.columns if c not in used]
+    if others:
+        shown = ", ".join(map(repr, others[:3])) + (", ..." if len(others) > 3 else "")
+        _log(
+            f"sklearn-compat: warning: {reader.path}: no --id-column given, so the output "
+            f"keeps the row order but not the columns {shown}"
+        )
 
 
 def _check_width(reader, expected, model_path):
@@ -381,6 +396,7 @@ def run_encode(args):
     spec = _source_spec(args)
     source = read_table(args.input, spec, dtype=args.dtype)
     reader, table = source
+    _warn_dropped_columns(reader)
     if args.parallel:
         own = (args.parallel_prefix, args.parallel_pattern, args.parallel_vector_column)
         other_spec = ColumnSpec(

@@ -177,6 +177,61 @@ def test_evaluate_table_and_fit_json(tmp_path, capsys, planted):
     assert float(table["top1"]) == 1.0 and table["pairs"] == "110"
 
 
+def test_evaluate_with_labels_in_the_shuffled_target(tmp_path, capsys, planted):
+    ids, X, Y, _ = planted
+    labels = np.arange(N) % 4
+    noisy = Y + np.random.default_rng(5).normal(scale=0.3, size=Y.shape).astype(np.float32)
+    src = tmp_path / "src.parquet"
+    write_table(src, ids, X, OutputLayout("list", D_X, "id"))
+    order = np.random.default_rng(6).permutation(N)
+    frame = pd.DataFrame(noisy[order], columns=[f"old_{i}" for i in range(D_Y)])
+    frame.insert(0, "id", ids[order])
+    frame["label"] = labels[order]
+    frame.to_csv(tmp_path / "tgt.csv", index=False)
+    model = tmp_path / "m.skops"
+    args = [
+        "--source",
+        src,
+        "--target",
+        tmp_path / "tgt.csv",
+        "--id-column",
+        "id",
+        "--labels-column",
+        "label",
+    ]
+    assert (
+        run(
+            capsys,
+            "fit",
+            "--method",
+            "procrustes",
+            *args[:6],
+            "--target-prefix",
+            "old_",
+            "--model",
+            model,
+        )[0]
+        == 0
+    )
+    code, out, err = run(capsys, "evaluate", "--model", model, *args, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    metrics = pytest.importorskip("sklearn_compat.metrics")
+    if not hasattr(metrics, "cmc_topk_accuracy"):
+        assert {"cmc_top1", "map"} <= set(report["not_available"])
+        return
+    # The labels came from the shuffled target: they must have been joined like the rows.
+    Z = load_model(model).transform(X)
+    expected = metrics.cmc_topk_accuracy(Z, noisy, labels, k=1, exclude_self=True)
+    assert report["metrics"]["cmc_top1"] == pytest.approx(expected)
+    assert report["metrics"]["map"] == pytest.approx(
+        metrics.mean_average_precision(Z, noisy, labels, exclude_self=True)
+    )
+    assert report["metrics"]["mean_cosine"] == pytest.approx(
+        metrics.mean_cosine_similarity(Z, noisy)
+    )
+
+
 def test_transform_in_small_batches_matches_one_batch(tmp_path, capsys, planted):
     src, tgt = write_pair(tmp_path, planted, "csv", "parquet")
     model = tmp_path / "m.skops"
@@ -364,6 +419,10 @@ def test_joblib_model_needs_trust(tmp_path, capsys, planted):
     assert_one_line_error(code, err, "m.joblib", "--trust")
     assert not out.exists()
     assert run(capsys, *args, "--trust")[0] == 0
+    # Without --id-column the ids cannot be kept: the command says so.
+    code, _, err = run(capsys, *args[:-2], "--trust", "--force")
+    assert code == 0
+    assert "warning: " in err and "no --id-column given" in err and "'id'" in err
 
 
 # ------------------------------------------------------------------- bad input
