@@ -162,6 +162,63 @@ def test_fit_transform_evaluate(tmp_path, capsys, planted, src_fmt, src_form, tg
     assert report["join"]["missing_in_target"] == 10
 
 
+def test_real_features_agree_with_the_api(tmp_path, capsys, mnist_features):
+    """On real MNIST features, exported by two models in different formats and orders, the
+    command line reaches exactly the score of the estimator used directly."""
+    from sklearn_compat import OrthogonalProcrustesAligner
+
+    f = mnist_features
+    ids = np.array([f"digit{i:04d}" for i in range(len(f["labels"]))])
+    train, test = f["train_idx"], f["test_idx"]
+    order = np.random.default_rng(0).permutation(len(ids))
+    write_table(
+        tmp_path / "new_train.parquet",
+        ids[train],
+        f["cnn_s0"][train],
+        OutputLayout("list", 64, "id"),
+    )
+    write_table(
+        tmp_path / "new_test.csv", ids[test], f["cnn_s0"][test], OutputLayout("columns", 64, "id")
+    )
+    write_table(
+        tmp_path / "old.npy",
+        ids[order],
+        f["cnn_s1"][order],
+        OutputLayout("list", 64, "id", id_dtype=ids.dtype),
+    )
+    model = tmp_path / "m.skops"
+    code, _, err = fit(
+        capsys,
+        tmp_path / "new_train.parquet",
+        tmp_path / "old.npy",
+        model,
+        "--center",
+        "--dtype",
+        "float32",
+    )
+    assert code == 0 and "4000 ids matched; 0 source ids missing" in err
+    code, out, _ = run(
+        capsys,
+        "evaluate",
+        "--model",
+        model,
+        "--source",
+        tmp_path / "new_test.csv",
+        "--target",
+        tmp_path / "old.npy",
+        "--id-column",
+        "id",
+        "--json",
+        "--dtype",
+        "float32",
+    )
+    assert code == 0
+    direct = OrthogonalProcrustesAligner(center=True).fit(f["cnn_s0"][train], f["cnn_s1"][train])
+    expected = direct.score(f["cnn_s0"][test], f["cnn_s1"][test])
+    assert json.loads(out)["metrics"]["top1"] == pytest.approx(expected)
+    assert expected > 0.5  # a real alignment, not chance (0.001)
+
+
 def test_evaluate_table_and_fit_json(tmp_path, capsys, planted):
     src, tgt = write_pair(tmp_path, planted, "parquet", "parquet")
     model = tmp_path / "m.skops"
