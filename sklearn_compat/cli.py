@@ -180,6 +180,9 @@ def build_parser():
         "tabular exports (CSV, Parquet, .npy).",
         parents=[common],
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     fit = sub.add_parser(

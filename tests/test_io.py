@@ -191,6 +191,24 @@ def test_nan_and_missing_id_in_parquet(tmp_path, table):
         read_table(path, ColumnSpec("id"))
 
 
+def test_ragged_parquet_lists(tmp_path):
+    path = tmp_path / "r.parquet"
+    pq.write_table(
+        pa.table({"id": [1, 2, 3], "v": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0]]}), path
+    )
+    reader = open_table(path, ColumnSpec("id"))
+    assert reader.form == "list" and reader.width is None  # not fixed-size: known on reading
+    with pytest.raises(
+        InputError,
+        match=r"row 2 \(id 3\), column 'v': list has 1 values, "
+        r"expected 3",
+    ):
+        reader.read()
+    pq.write_table(pa.table({"id": [1, 2], "v": [[1.0, 2.0], None]}), path)
+    with pytest.raises(InputError, match=r"row 1 \(id 2\), column 'v': missing embedding"):
+        read_table(path, ColumnSpec("id"))
+
+
 def test_bad_csv_values(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("id,a,b\nx,1,2\ny,3,oops\n")
