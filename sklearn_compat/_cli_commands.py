@@ -1,0 +1,440 @@
+"""The subcommands of ``sklearn-compat``: glue between :mod:`sklearn_compat.io` and the API.
+
+Each ``run_<command>(args)`` checks its outputs first (so a run that would end by
+refusing to overwrite a file fails before any work), reads its inputs, calls the public
+estimators and metrics, and writes its outputs atomically.  No maths happens here.
+"""
+
+import inspect
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ._cli_registry import LABEL_METRICS, METHODS, METRICS, NotAvailable, build_method, load
+from ._io_common import ColumnSpec, InputError
+from ._io_join import join_on_ids
+from ._io_model import load_model, save_model
+from ._io_read import open_table, read_table
+from ._io_write import AtomicOutput, OutputLayout, TableWriter
+
+__all__ = ["run_fit", "run_transform", "run_evaluate", "run_grid", "run_encode"]
+
+
+def _log(message):
+    print(message, file=sys.stderr)
+
+
+def _check_output(path, force, inputs=()):
+    """Fail now if ``path`` could not be written at the end; leaves nothing behind."""
+    AtomicOutput(path, force=force, inputs=inputs).abort()
+
+
+# ----------------------------------------------------------------------- table specs
+def _source_spec(args, exclude=()):
+    return ColumnSpec(
+        args.id_column, args.prefix, args.pattern, args.vector_column, tuple(exclude)
+    )
+
+
+def _target_spec(args, exclude=()):
+    own = (args.target_prefix, args.target_pattern, args.target_vector_column)
+    prefix, pattern, vector = own if any(own) else (args.prefix, args.pattern, args.vector_column)
+    return ColumnSpec(
+        args.target_id_column or args.id_column, prefix, pattern, vector, tuple(exclude)
+    )
+
+
+def _read_pair(args, extra_columns=()):
+    """Read and join source and target.
+
+    Returns ``(X, Y, source_reader, target_reader, report, extra)``.
+
+    ``extra_columns`` (e.g. labels) are read from the source when it has them, else from
+    the target, and returned in ``extra`` aligned with the joined rows.
+    """
+    src_extra, tgt_extra = _split_extra(args, extra_columns)
+    exclude = tuple(extra_columns)
+    source = read_table(
+        args.source, _source_spec(args, exclude), dtype=args.dtype, extra_columns=src_extra
+    )
+    target = read_table(
+        args.target, _target_spec(args, exclude), dtype=args.dtype, extra_columns=tgt_extra
+    )
+    rows_s, rows_t, report = join_on_ids(source, target, duplicates=args.duplicates)
+    X = source[1].X[rows_s]
+    Y = target[1].X[rows_t]
+    extra = {c: source[1].extra[c][rows_s] for c in src_extra}
+    extra.update({c: target[1].extra[c][rows_t] for c in tgt_extra})
+    return X, Y, source[0], target[0], report, extra
+
+
+def _split_extra(args, extra_columns):
+    if not extra_columns:
+        return (), ()
+    src_cols = open_table(args.source, _source_spec(args, extra_columns), dtype=args.dtype)
+    names = set(src_cols.columns)
+    src = tuple(c for c in extra_columns if c in names)
+    tgt = tuple(c for c in extra_columns if c not in names)
+    return src, tgt
+
+
+def _target_frame(Y, reader):
+    """Y as a DataFrame when its columns have names, so the model keeps them."""
+    if reader.form == "columns":
+        return pd.DataFrame(Y, columns=reader.vector_columns, copy=False)
+    return Y
+
+
+# ------------------------------------------------------------------------------- fit
+def run_fit(args):
+    _check_output(args.model, args.force, inputs=(args.source, args.target))
+    estimator = build_method(args.method, args)
+    fit_params = {}
+    if args.labels_column and "labels" not in inspect.signature(estimator.fit).parameters:
+        raise InputError(f"--labels-column does not apply to --method {args.method}")
+    labels = (args.labels_column,) if args.labels_column else ()
+    X, Y, src, tgt, report, extra = _read_pair(args, labels)
+    _log(report.summary())
+    if args.labels_column:
+        # Class labels switch lambda-orth's contrastive term to its supervised form.
+        fit_params["labels"] = extra[args.labels_column]
+    estimator.fit(X, _target_frame(Y, tgt), **fit_params)
+    fmt = save_model(estimator, args.model, format=args.model_format, force=args.force)
+    _log(
+        f"fitted {type(estimator).__name__} on {X.shape[0]} pairs "
+        f"({X.shape[1]} -> {Y.shape[1]} dimensions); saved {args.model} ({fmt})"
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "method": args.method,
+                    "model": str(args.model),
+                    "format": fmt,
+                    "n_pairs": int(X.shape[0]),
+                    "source_width": int(X.shape[1]),
+                    "target_width": int(Y.shape[1]),
+                    "join": report.as_dict(),
+                }
+            )
+        )
+    return 0
+
+
+# ------------------------------------------------------------------------- transform
+def _model_width(model, path):
+    width = getattr(model, "n_features_in_", None)
+    if width is None:
+        raise InputError("model does not record its input width (n_features_in_)", path=path)
+    return int(width)
+
+
+def _set_device(model, device):
+    if device is not None and "device" in model.get_params():
+        model.set_params(device=device)
+
+
+def _output_names(model, width):
+    """The model's output column names when it learnt them from the target's columns."""
+    try:
+        names = [str(n) for n in model.get_feature_names_out()]
+    except Exception:  # noqa: BLE001 - any model without names gets generic ones
+        return None
+    generic = type(model).__name__.lower()
+    if len(names) != width or len(set(names)) != width or names[0].startswith(generic):
+        return None
+    return names
+
+
+def _output_layout(reader, model, args, width):
+    to_npy = args.output.lower().endswith(".npy")
+    form = reader.form if args.output_form == "same" else args.output_form
+    if form == "array" and not to_npy:
+        form = "columns"
+    names = _output_names(model, width) if form == "columns" else None
+    id_column = reader.id_column
+    id_dtype = reader.id_dtype() if id_column is not None and to_npy else None
+    list_column = args.output_column or reader.list_column or "embedding"
+    return OutputLayout(form, width, id_column, names, list_column, id_dtype)
+
+
+def _progress(total, disable):
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=total,
+        unit="rows",
+        unit_scale=True,
+        file=sys.stderr,
+        disable=disable or not sys.stderr.isatty(),
+        leave=False,
+    )
+
+
+def _map_batch(model, batch, reader):
+    try:
+        return model.transform(batch.X)
+    except ValueError as exc:
+        stop = batch.start + len(batch) - 1
+        raise InputError(
+            f"{reader.where(batch.start)} to {reader.where(stop)}: {exc}", path=reader.path
+        ) from None
+
+
+def run_transform(args):
+    _check_output(args.output, args.force, inputs=(args.input, args.model))
+    model = load_model(args.model, trust=args.trust)
+    _set_device(model, args.device)
+    reader = open_table(args.input, _source_spec(args), dtype=args.dtype)
+    _warn_dropped_columns(reader)
+    expected = _model_width(model, args.model)
+    _check_width(reader, expected, args.model)
+    layout = None
+    writer = None
+    rows = 0
+    try:
+        with _progress(reader.n_rows, args.no_progress) as bar:
+            for batch in reader.iter_batches(args.rows_per_batch):
+                if writer is None:
+                    _check_width(reader, expected, args.model)
+                Z = _map_batch(model, batch, reader)
+                if writer is None:
+                    layout = _output_layout(reader, model, args, Z.shape[1])
+                    writer = TableWriter(
+                        args.output, layout, force=args.force, inputs=(args.input, args.model)
+                    )
+                writer.write(batch.ids if layout.id_column else None, Z)
+                rows += len(batch)
+                bar.update(len(batch))
+        if writer is None:
+            # An empty input still gives a (empty) output with the right columns.
+            width = int(model.transform(np.zeros((1, expected))).shape[1])
+            layout = _output_layout(reader, model, args, width)
+            writer = TableWriter(
+                args.output, layout, force=args.force, inputs=(args.input, args.model)
+            )
+        writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    _log(f"wrote {rows} rows ({expected} -> {layout.width} dimensions) to {args.output}")
+    return 0
+
+
+def _warn_dropped_columns(reader):
+    """Say so when a table's other columns (probably its ids) will not be in the output."""
+    if reader.id_column is not None or reader.form == "array":
+        return
+    used = set(reader.vector_columns or [reader.list_column])
+    others = [c for c in reader.columns if c not in used]
+    if others:
+        shown = ", ".join(map(repr, others[:3])) + (", ..." if len(others) > 3 else "")
+        _log(
+            f"sklearn-compat: warning: {reader.path}: no --id-column given, so the output "
+            f"keeps the row order but not the columns {shown}"
+        )
+
+
+def _check_width(reader, expected, model_path):
+    if reader.width is not None and reader.width != expected:
+        raise InputError(
+            f"the embedding ({reader.describe_embedding()}, {reader.spec.describe()}) has "
+            f"{reader.width} values per row, but the model {model_path} expects {expected}",
+            path=reader.path,
+        )
+
+
+# -------------------------------------------------------------------------- evaluate
+def run_evaluate(args):
+    model = load_model(args.model, trust=args.trust)
+    _set_device(model, args.device)
+    labels_col = (args.labels_column,) if args.labels_column else ()
+    X, Y, src, tgt, report, extra = _read_pair(args, labels_col)
+    _log(report.summary())
+    expected = _model_width(model, args.model)
+    if X.shape[1] != expected:
+        _check_width(src, expected, args.model)
+    Z = model.transform(X)
+    if Z.shape[1] != Y.shape[1]:
+        raise InputError(
+            f"the target embedding has {Y.shape[1]} values per row, but the model maps "
+            f"into {Z.shape[1]} dimensions",
+            path=tgt.path,
+        )
+    device = args.device or "auto"
+    labels = extra.get(args.labels_column) if args.labels_column else None
+    metrics = dict(METRICS)
+    if labels is not None:
+        metrics.update(LABEL_METRICS)
+    results, missing = {}, {}
+    for name, fn in metrics.items():
+        try:
+            results[name] = float(fn(Z, Y, labels, device))
+        except NotAvailable as exc:
+            missing[name] = str(exc)
+    for name, why in missing.items():
+        _log(f"{name}: {why}")
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "model": str(args.model),
+                    "n_pairs": int(X.shape[0]),
+                    "metrics": results,
+                    "not_available": sorted(missing),
+                    "join": report.as_dict(),
+                },
+                indent=2,
+            )
+        )
+    else:
+        width = max(map(len, results), default=6)
+        print(f"{'metric':<{width}}  value")
+        for name, value in results.items():
+            print(f"{name:<{width}}  {value:.4f}")
+        print(f"{'pairs':<{width}}  {X.shape[0]}")
+    return 0
+
+
+# ------------------------------------------------------------------------------ grid
+def _write_results(frame, path, force):
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq", ".json"):
+        raise InputError("results must be .csv, .parquet or .json", path=str(path))
+    with AtomicOutput(path, force=force) as out:
+        if suffix == ".csv":
+            frame.to_csv(out.tmp, index=False)
+        elif suffix == ".json":
+            frame.to_json(out.tmp, orient="records", indent=2)
+        else:
+            frame.to_parquet(out.tmp, index=False)
+
+
+def run_grid(args):
+    from sklearn.model_selection import KFold, cross_validate
+
+    plot = None if args.no_plot else (args.plot or str(Path(args.output).with_suffix(".png")))
+    inputs = (args.source, args.target)
+    _check_output(args.output, args.force, inputs)
+    if plot is not None:
+        _check_output(plot, args.force, inputs)
+    METHODS["lambda-orth"].estimator_class("lambda-orth")  # not available: fail now
+    X, Y, src, tgt, report, _ = _read_pair(args)
+    _log(report.summary())
+    if X.shape[0] < args.cv:
+        raise InputError(f"{X.shape[0]} matched pairs cannot be split into {args.cv} folds")
+    Yf = _target_frame(Y, tgt)
+    candidates = []
+    for name in ("procrustes", "affine"):
+        try:
+            candidates.append((name, np.nan, build_method(name, _Only(device=args.device))))
+        except NotAvailable as exc:
+            _log(f"reference {name}: {exc}")
+    for lam in args.lam:
+        candidates.append(("lambda-orth", lam, build_method("lambda-orth", args, lam=lam)))
+    folds = KFold(n_splits=args.cv, shuffle=True, random_state=args.seed or 0)
+    rows = []
+    for name, lam, estimator in candidates:
+        cv = cross_validate(estimator, X, Yf, cv=folds, error_score="raise")
+        scores = cv["test_score"]
+        rows.append(
+            {
+                "method": name,
+                "lam": lam,
+                "mean_top1": float(scores.mean()),
+                "std_top1": float(scores.std()),
+                "fit_seconds": float(cv["fit_time"].mean()),
+                **{f"fold_{i}": float(s) for i, s in enumerate(scores)},
+            }
+        )
+        shown = "" if np.isnan(lam) else f" lam={lam:g}"
+        _log(f"{name}{shown}: top-1 {scores.mean():.4f} +- {scores.std():.4f}")
+    frame = pd.DataFrame(rows)
+    if plot is not None:
+        from ._cli_plot import plot_grid
+
+        with AtomicOutput(plot, force=args.force) as out:
+            plot_grid(frame, out.tmp, n_pairs=X.shape[0], cv=args.cv)
+    _write_results(frame, args.output, args.force)
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    return 0
+
+
+class _Only:
+    """Parsed-options stand-in that sets only the given options."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+
+# ---------------------------------------------------------------------------- encode
+def run_encode(args):
+    if args.parallel_output and not args.parallel:
+        raise InputError("--parallel-output needs --parallel")
+    if args.parallel and not args.parallel_output:
+        raise InputError("--parallel needs --parallel-output (where to write its encoding)")
+    inputs = tuple(p for p in (args.input, args.parallel) if p)
+    _check_output(args.output, args.force, inputs)
+    if args.parallel_output:
+        _check_output(args.parallel_output, args.force, inputs)
+    if args.model:
+        _check_output(args.model, args.force, inputs)
+    encoder_cls = load("relative", "RelativeAnchorEncoder", "the encode command")
+    params = {
+        "n_anchors": args.n_anchors,
+        "anchors": args.anchors,
+        "similarity": args.similarity,
+        "random_state": args.seed,
+    }
+    if args.device:
+        params["device"] = args.device
+    encoder = encoder_cls(**params)
+    spec = _source_spec(args)
+    source = read_table(args.input, spec, dtype=args.dtype)
+    reader, table = source
+    _warn_dropped_columns(reader)
+    if args.parallel:
+        own = (args.parallel_prefix, args.parallel_pattern, args.parallel_vector_column)
+        other_spec = ColumnSpec(
+            args.parallel_id_column or args.id_column,
+            *(own if any(own) else (args.prefix, args.pattern, args.vector_column)),
+        )
+        other = read_table(args.parallel, other_spec, dtype=args.dtype)
+        rows_s, rows_p, report = join_on_ids(source, other, duplicates=args.duplicates)
+        _log(report.summary())
+        # Anchors are drawn from the items both exports hold, so the parallel space can
+        # be rebased on exactly the same items.
+        encoder.fit(table.X[rows_s])
+        parallel = encoder.rebase(other[1].X[rows_p])
+    else:
+        encoder.fit(table.X)
+    _write_encoding(encoder, reader, table, args.output, args)
+    if args.parallel:
+        _write_encoding(parallel, other[0], other[1], args.parallel_output, args)
+    if args.model:
+        save_model(encoder, args.model, force=args.force)
+    _log(
+        f"encoded {len(table)} rows against {args.n_anchors} anchors into {args.output}"
+        + (f" and {len(other[1])} rows into {args.parallel_output}" if args.parallel else "")
+    )
+    return 0
+
+
+def _write_encoding(encoder, reader, table, path, args):
+    R = encoder.transform(table.X)
+    form = reader.form if reader.form != "array" or path.lower().endswith(".npy") else "columns"
+    names = None
+    if form == "columns":
+        names = [f"anchor_{i}" for i in range(R.shape[1])]
+    id_dtype = table.ids.dtype if table.ids is not None and table.ids.dtype != object else None
+    layout = OutputLayout(
+        form, R.shape[1], reader.id_column, names, reader.list_column or "embedding", id_dtype
+    )
+    with TableWriter(
+        path, layout, force=args.force, inputs=(args.input, args.parallel or args.input)
+    ) as writer:
+        writer.write(table.ids if reader.id_column else None, R)

@@ -1,0 +1,151 @@
+"""Shared pieces of the table I/O modules: the error type, formats, column selections."""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["InputError", "ColumnSpec", "table_format", "FORMATS"]
+
+# File name endings and the format each one means.  The format always comes from the name,
+# so a mistyped suffix is an error rather than a guess.
+FORMATS = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".npy": "npy",
+}
+
+
+class InputError(ValueError):
+    """Bad input or output given to the I/O layer or the command line.
+
+    The message is one line that names the file and, where it applies, the row (or CSV
+    line) and the column, so a batch script's log says what to fix without a traceback.
+    It subclasses ``ValueError`` so library callers can catch it as one.
+    """
+
+    def __init__(self, message, *, path=None):
+        if path is not None:
+            message = f"{path}: {message}"
+        super().__init__(message)
+        self.path = path
+
+
+def table_format(path):
+    """The table format of ``path`` from its name: ``"csv"``, ``"parquet"`` or ``"npy"``.
+
+    Raises
+    ------
+    InputError
+        If the name ends in none of ``.csv``, ``.parquet``, ``.pq``, ``.npy``.
+    """
+    suffix = Path(path).suffix.lower()
+    try:
+        return FORMATS[suffix]
+    except KeyError:
+        known = ", ".join(sorted(FORMATS))
+        raise InputError(
+            f"cannot tell the table format from the name (expected one of {known})",
+            path=path,
+        ) from None
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """Which columns of a table hold the ids and the embedding.
+
+    Parameters
+    ----------
+    id_column : str or None
+        Name of the id column.  ``None``: the table has no ids (rows are matched by
+        position); a plain 2-d ``.npy`` array always has ids = row numbers.
+    prefix : str or None
+        Embedding columns are the numeric columns whose name starts with ``prefix``.
+    pattern : str or None
+        Embedding columns are the numeric columns whose whole name matches this regular
+        expression.
+    vector_column : str or None
+        The embedding is this one list-valued column (or ``.npy`` sub-array field).
+    exclude : tuple of str
+        Columns that are never embedding columns (for example a labels column).
+
+    With none of ``prefix``, ``pattern``, ``vector_column`` given, a table with exactly
+    one list-valued column uses it; otherwise every numeric column other than the id and
+    ``exclude`` columns is an embedding column, in file order.
+    """
+
+    id_column: str | None = None
+    prefix: str | None = None
+    pattern: str | None = None
+    vector_column: str | None = None
+    exclude: tuple = ()
+
+    def __post_init__(self):
+        given = [n for n in ("prefix", "pattern", "vector_column") if getattr(self, n)]
+        if len(given) > 1:
+            raise InputError(
+                "give at most one of prefix, pattern and vector column to select the "
+                f"embedding, got {' and '.join(given)}"
+            )
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise InputError(f"bad column pattern {self.pattern!r}: {exc}") from None
+
+    def describe(self):
+        """How the embedding columns are chosen, for error messages."""
+        if self.vector_column:
+            return f"list column {self.vector_column!r}"
+        if self.prefix:
+            return f"numeric columns starting with {self.prefix!r}"
+        if self.pattern:
+            return f"numeric columns matching {self.pattern!r}"
+        return "all numeric columns other than the id"
+
+    def select(self, numeric, list_like, path, columns=None):
+        """Pick the embedding from the numeric and list-valued column names of a table.
+
+        ``columns`` are all column names in file order: a prefix or pattern also picks
+        matching non-numeric columns, so that a stray text value in an embedding column
+        is reported where it is instead of the column silently dropping out.
+
+        Returns ``("list", name)`` or ``("columns", [names])``.
+        """
+        skip = set(self.exclude) | ({self.id_column} if self.id_column else set())
+        if self.vector_column:
+            if self.vector_column not in list_like:
+                if self.vector_column in numeric:
+                    raise InputError(
+                        f"column {self.vector_column!r} is numeric, not list-valued; "
+                        "select numeric embedding columns with a prefix or pattern",
+                        path=path,
+                    )
+                raise InputError(f"no list-valued column {self.vector_column!r}", path=path)
+            return "list", self.vector_column
+        named = [
+            c
+            for c in (numeric if columns is None else columns)
+            if c not in skip and c not in list_like
+        ]
+        numeric = [c for c in numeric if c not in skip]
+        if self.prefix:
+            chosen = [c for c in named if c.startswith(self.prefix)]
+        elif self.pattern:
+            chosen = [c for c in named if re.fullmatch(self.pattern, c)]
+        else:
+            lists = [c for c in list_like if c not in skip]
+            if len(lists) == 1:
+                # One list-valued column is the embedding; numeric columns next to it are
+                # metadata (scores, counts) that must not be mixed into the vector.
+                return "list", lists[0]
+            if len(lists) > 1:
+                raise InputError(
+                    f"several list-valued columns ({', '.join(map(repr, lists))}); "
+                    "name the embedding with --vector-column",
+                    path=path,
+                )
+            chosen = numeric
+        if not chosen:
+            raise InputError(f"no embedding columns ({self.describe()})", path=path)
+        return "columns", chosen

@@ -1,0 +1,127 @@
+"""Saving and loading fitted models: skops by default, joblib on request.
+
+Safe loading: a skops file is loaded only when every type in it that skops does not
+already trust is one of this package's own estimator classes.  Any other type (which
+could run code on load) makes :func:`load_model` refuse, naming the types, unless
+``trust=True``.  A joblib file is a pickle, which can run arbitrary code when loaded, so
+it is loaded only with ``trust=True``.
+"""
+
+import importlib
+import zipfile
+from pathlib import Path
+
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+from ._io_common import InputError
+from ._io_write import AtomicOutput
+
+__all__ = ["save_model", "load_model", "model_format", "own_types"]
+
+_JOBLIB_SUFFIXES = {".joblib", ".pkl", ".pickle"}
+
+
+def model_format(path, requested=None):
+    """``"skops"`` or ``"joblib"``: as requested, else from the name (skops by default)."""
+    if requested is not None:
+        if requested not in ("skops", "joblib"):
+            raise InputError(f"model format must be 'skops' or 'joblib', got {requested!r}")
+        return requested
+    return "joblib" if Path(path).suffix.lower() in _JOBLIB_SUFFIXES else "skops"
+
+
+def save_model(model, path, *, format=None, force=False):
+    """Write a fitted model atomically; returns the format used."""
+    fmt = model_format(path, format)
+    with AtomicOutput(path, force=force) as out:
+        if fmt == "skops":
+            try:
+                import skops.io as sio
+            except ImportError:
+                raise InputError(
+                    "saving with skops needs the skops package (pip install skops); or "
+                    "save with --model-format joblib"
+                ) from None
+            sio.dump(model, out.tmp)
+        else:
+            import joblib
+
+            joblib.dump(model, out.tmp)
+    return fmt
+
+
+def own_types(type_names):
+    """The names among ``type_names`` that are this package's own estimator classes."""
+    ours = []
+    for name in type_names:
+        module, _, attr = name.rpartition(".")
+        if not module.startswith("sklearn_compat"):
+            continue
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(obj, type) and issubclass(obj, BaseEstimator):
+            ours.append(name)
+    return ours
+
+
+def load_model(path, *, trust=False):
+    """Load a fitted model saved by :func:`save_model` (see the module notes on safety).
+
+    Raises
+    ------
+    InputError
+        Missing, corrupt or untrusted file, or an object that is not a fitted estimator.
+    """
+    where = str(path)
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("no such model file" if not p.exists() else "is not a file", path=where)
+    if zipfile.is_zipfile(p):
+        model = _load_skops(p, trust)
+    else:
+        if not trust:
+            raise InputError(
+                "is not a skops file; if it is a joblib/pickle file, loading it can run "
+                "arbitrary code, so pass --trust only if you made it yourself",
+                path=where,
+            )
+        import joblib
+
+        try:
+            model = joblib.load(p)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure means corrupt
+            raise InputError(
+                f"cannot read model: {type(exc).__name__}: {exc}", path=where
+            ) from None
+    if not (isinstance(model, BaseEstimator) and hasattr(model, "transform")):
+        raise InputError(f"holds a {type(model).__name__}, not a fitted model", path=where)
+    try:
+        check_is_fitted(model)
+    except NotFittedError:
+        raise InputError("holds a model that was never fitted", path=where) from None
+    return model
+
+
+def _load_skops(p, trust):
+    import skops.io as sio
+
+    where = str(p)
+    try:
+        untrusted = sio.get_untrusted_types(file=p)
+        ours = own_types(untrusted)
+        others = [t for t in untrusted if t not in ours]
+        if others and not trust:
+            raise InputError(
+                "holds types that are not this package's and not known to be safe: "
+                f"{', '.join(others)}; pass --trust only if you trust the file",
+                path=where,
+            )
+        return sio.load(p, trusted=untrusted if trust else ours)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - corrupt archives fail in many ways
+        raise InputError(f"cannot read model: {type(exc).__name__}: {exc}", path=where) from None

@@ -1,0 +1,651 @@
+"""Reading embedding tables (CSV, Parquet, .npy) whole or in bounded row batches.
+
+A reader first looks at the table's header or schema only, decides which columns hold the
+ids and the embedding (:class:`ColumnSpec`), and then yields :class:`Batch` objects whose
+memory is bounded by the batch size, not by the file: CSV through pandas' chunked reader,
+Parquet through pyarrow's batch iterator with pre-buffering off (so a large row group is
+not read whole), ``.npy`` through seeks into the file.  Every batch is checked: a missing
+id, a NaN or infinite value or a list of the wrong length raises :class:`InputError`
+naming the file, the row (the line for CSV) and the column.
+
+``.npy`` layout
+---------------
+- A plain 2-d float array ``(n, d)``: the rows are the embeddings and the ids are the row
+  numbers ``0 .. n-1``.
+- A structured array with one id field and either one float sub-array field of shape
+  ``(d,)`` (the "list" form, e.g. dtype ``[("id", "<i8"), ("embedding", "<f4", (768,))]``)
+  or several scalar numeric fields (the "columns" form).  Field names play the role of
+  column names.
+Files holding Python objects (pickles) are refused: loading them could run code.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ._io_common import ColumnSpec, InputError, table_format
+
+__all__ = ["Batch", "open_table", "read_table"]
+
+# Rows pandas looks at to tell numeric columns from the rest in a CSV file.
+_CSV_SNIFF_ROWS = 200
+_FLOAT_DTYPES = {"float32": np.float32, "float64": np.float64, None: None}
+
+
+@dataclass
+class Batch:
+    """Rows ``start .. start + len(X)`` of a table.
+
+    Attributes
+    ----------
+    start : int
+        Index of the first row in the file (0-based, data rows only).
+    ids : ndarray of shape (n,) or None
+        The ids (None when the table has no id column).
+    X : ndarray of shape (n, d)
+        The embeddings, float32 or float64.
+    extra : dict of str -> ndarray
+        Other columns asked for (for example class labels).
+    """
+
+    start: int
+    ids: np.ndarray | None
+    X: np.ndarray
+    extra: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return self.X.shape[0]
+
+
+def open_table(path, spec=None, *, dtype=None, extra_columns=()):
+    """Open an embedding table for reading; only the header or schema is read now.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.csv``, ``.parquet`` (``.pq``) or ``.npy`` file.
+    spec : ColumnSpec, default=None
+        Which columns hold the ids and the embedding (default: no ids, all numeric columns).
+    dtype : {None, "float32", "float64"}, default=None
+        Cast the embedding to this dtype; None keeps the file's (float32 stays float32,
+        other numbers become float64).
+    extra_columns : sequence of str
+        Further columns to read along (returned in ``Batch.extra``).
+
+    Returns
+    -------
+    TableReader
+    """
+    spec = spec or ColumnSpec()
+    fmt = table_format(path)
+    cls = {"csv": _CsvReader, "parquet": _ParquetReader, "npy": _NpyReader}[fmt]
+    return cls(str(path), spec, _FLOAT_DTYPES[dtype], tuple(extra_columns))
+
+
+def read_table(path, spec=None, *, dtype=None, extra_columns=()):
+    """Read a whole embedding table; returns ``(reader, Batch)``.
+
+    See :func:`open_table` for the parameters.
+    """
+    reader = open_table(path, spec, dtype=dtype, extra_columns=extra_columns)
+    return reader, reader.read()
+
+
+class TableReader:
+    """Common logic of the three readers; subclasses set the layout in ``__init__``.
+
+    Attributes set by subclasses: ``form`` ("columns", "list" or "array"),
+    ``vector_columns`` (list of names, columns form), ``list_column`` (list form),
+    ``id_column`` (None when the ids are the row numbers), ``n_rows`` (None when unknown
+    before reading, as for CSV), ``width`` (None when unknown before reading).
+    """
+
+    format = None
+    columns = ()
+    id_column = None
+    vector_columns = None
+    list_column = None
+    width = None
+    n_rows = None
+
+    def __init__(self, path, spec, dtype, extra_columns):
+        self.path = path
+        self.spec = spec
+        self.dtype = dtype
+        self.extra_columns = extra_columns
+
+    # -------------------------------------------------------------- public interface
+    def iter_batches(self, batch_size=65536):
+        """Yield checked :class:`Batch` objects of at most ``batch_size`` rows."""
+        if batch_size < 1:
+            raise InputError(f"batch size must be at least 1, got {batch_size}")
+        for batch in self._batches(int(batch_size)):
+            self._check(batch)
+            yield batch
+
+    def read(self):
+        """All rows as one checked :class:`Batch`."""
+        batches = list(self.iter_batches(1 << 20))
+        if not batches:
+            return Batch(0, self._empty_ids(), np.empty((0, self.width or 0)), {})
+        if len(batches) == 1:
+            return batches[0]
+        ids = None if batches[0].ids is None else np.concatenate([b.ids for b in batches])
+        extra = {k: np.concatenate([b.extra[k] for b in batches]) for k in batches[0].extra}
+        return Batch(0, ids, np.concatenate([b.X for b in batches]), extra)
+
+    def where(self, row):
+        """Human name of data row ``row`` (0-based): ``row 17`` or ``line 19`` for CSV."""
+        return f"row {row}"
+
+    def describe_embedding(self):
+        if self.form == "list":
+            return f"list column {self.list_column!r}"
+        if self.form == "array":
+            return "the array's columns"
+        return f"{len(self.vector_columns)} numeric columns"
+
+    def id_dtype(self):
+        """A fixed numpy dtype for the ids (``.npy`` output needs one before writing)."""
+        return np.dtype(np.int64)
+
+    # -------------------------------------------------------------- helpers
+    def _empty_ids(self):
+        return None if self.id_column is None else np.empty(0, dtype=object)
+
+    def _locate(self, batch, i, column=None):
+        where = self.where(batch.start + i)
+        if batch.ids is not None and column != self.id_column:
+            where += f" (id {_show(batch.ids[i])})"
+        if column is not None:
+            where += f", column {column!r}"
+        return where
+
+    def _check(self, batch):
+        X = batch.X
+        if self.width is None:
+            self.width = X.shape[1]
+        if batch.ids is not None:
+            missing = pd.isna(batch.ids)
+            if missing.any():
+                i = int(np.flatnonzero(missing)[0])
+                raise InputError(
+                    f"{self._locate(batch, i, self.id_column)}: missing id", path=self.path
+                )
+        finite = np.isfinite(X)
+        if not finite.all():
+            i, j = (int(v) for v in np.argwhere(~finite)[0])
+            value = "NaN (missing)" if np.isnan(X[i, j]) else str(X[i, j])
+            if self.form == "columns":
+                column = self.vector_columns[j]
+            else:
+                column = self.list_column
+            where = self._locate(batch, i, column)
+            if self.form != "columns":
+                where += f" element {j}"
+            raise InputError(f"{where}: value is {value}", path=self.path)
+
+    def _cast(self, X, file_dtype):
+        target = self.dtype
+        if target is None:
+            target = np.float32 if file_dtype in (np.float32, np.float16) else np.float64
+        return np.asarray(X, dtype=target)
+
+
+def _show(value):
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _missing_id_column(spec, columns, path):
+    shown = ", ".join(map(repr, list(columns)[:8])) + (", ..." if len(columns) > 8 else "")
+    return InputError(f"no id column {spec.id_column!r} (columns: {shown})", path=path)
+
+
+def _check_numeric(chosen, numeric, type_of, path):
+    for name in chosen:
+        if name not in numeric:
+            raise InputError(f"column {name!r} is not numeric ({type_of(name)})", path=path)
+
+
+def _check_extra(extra_columns, columns, path):
+    for name in extra_columns:
+        if name not in columns:
+            raise InputError(f"no column {name!r}", path=path)
+
+
+# ====================================================================== CSV
+class _CsvReader(TableReader):
+    """CSV through pandas.  Ids are read as text, exactly as written in the file."""
+
+    format = "csv"
+
+    def __init__(self, path, spec, dtype, extra_columns):
+        super().__init__(path, spec, dtype, extra_columns)
+        sample = self._read(nrows=_CSV_SNIFF_ROWS)
+        columns = self.columns = [str(c) for c in sample.columns]
+        if spec.id_column is not None and spec.id_column not in columns:
+            raise _missing_id_column(spec, columns, path)
+        _check_extra(extra_columns, columns, path)
+        self.id_column = spec.id_column
+        numeric = [
+            c
+            for c in columns
+            if pd.api.types.is_numeric_dtype(sample[c])
+            and not pd.api.types.is_bool_dtype(sample[c])
+        ]
+        list_like = [
+            c
+            for c in columns
+            if (sample[c].dtype == object or pd.api.types.is_string_dtype(sample[c]))
+            and sample[c].dropna().astype(str).str.lstrip().str.startswith("[").all()
+            and sample[c].notna().any()
+        ]
+        spec = ColumnSpec(
+            spec.id_column,
+            spec.prefix,
+            spec.pattern,
+            spec.vector_column,
+            tuple(spec.exclude) + tuple(extra_columns),
+        )
+        self.form, chosen = spec.select(numeric, list_like, path, columns)
+        if self.form == "list":
+            self.list_column = chosen
+        else:
+            self.vector_columns = [str(c) for c in chosen]
+            self.width = len(chosen)
+
+    def where(self, row):
+        # Line numbers assume one line per row (no quoted newlines), as exports have.
+        return f"line {row + 2}"
+
+    def _read(self, **kwargs):
+        try:
+            return pd.read_csv(self.path, **kwargs)
+        except FileNotFoundError:
+            raise InputError("no such file", path=self.path) from None
+        except IsADirectoryError:
+            raise InputError("is a directory, not a table", path=self.path) from None
+        except pd.errors.EmptyDataError:
+            raise InputError("empty file (no header row)", path=self.path) from None
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            msg = str(exc).strip().splitlines()[-1]
+            raise InputError(f"not a readable CSV table: {msg}", path=self.path) from None
+
+    def _usecols(self):
+        cols = [] if self.id_column is None else [self.id_column]
+        cols += list(self.vector_columns or [self.list_column])
+        return cols + [c for c in self.extra_columns if c not in cols]
+
+    def _batches(self, batch_size):
+        dtypes = {}
+        if self.id_column is not None:
+            dtypes[self.id_column] = str
+        if self.form == "columns":
+            dtypes.update({c: np.float64 for c in self.vector_columns})
+        else:
+            dtypes[self.list_column] = str
+        reader = self._read(usecols=self._usecols(), dtype=dtypes, chunksize=batch_size)
+        start = 0
+        with reader:
+            while True:
+                try:
+                    chunk = next(reader)
+                except StopIteration:
+                    return
+                except ValueError:
+                    self._find_bad_number(batch_size)
+                    raise
+                yield self._to_batch(chunk, start)
+                start += len(chunk)
+
+    def _to_batch(self, chunk, start):
+        ids = None
+        if self.id_column is not None:
+            ids = chunk[self.id_column].to_numpy(dtype=object)
+        extra = {c: chunk[c].to_numpy() for c in self.extra_columns}
+        if self.form == "columns":
+            X = chunk[self.vector_columns].to_numpy(dtype=np.float64)
+        else:
+            X = self._parse_lists(chunk[self.list_column], start, ids)
+        return Batch(start, ids, self._cast(X, np.float64), extra)
+
+    def _parse_lists(self, texts, start, ids):
+        texts = texts.to_numpy(dtype=object)
+        rows = []
+        for i, text in enumerate(texts):
+            where = None
+            try:
+                if not isinstance(text, str):
+                    where = "missing embedding"
+                    raise ValueError
+                body = text.strip()
+                if not (body.startswith("[") and body.endswith("]")):
+                    raise ValueError
+                body = body[1:-1].strip()
+                row = np.array(body.split(","), dtype=np.float64) if body else np.empty(0)
+            except ValueError:
+                batch = Batch(start, ids, np.empty((len(texts), 0)))
+                what = where or f"not a list of numbers: {str(text)[:40]!r}"
+                raise InputError(
+                    f"{self._locate(batch, i, self.list_column)}: {what}", path=self.path
+                ) from None
+            if self.width is None:
+                self.width = row.size
+            if row.size != self.width:
+                batch = Batch(start, ids, np.empty((len(texts), 0)))
+                raise InputError(
+                    f"{self._locate(batch, i, self.list_column)}: list has {row.size} "
+                    f"values, earlier rows have {self.width}",
+                    path=self.path,
+                )
+            rows.append(row)
+        return np.stack(rows) if rows else np.empty((0, self.width or 0))
+
+    def _find_bad_number(self, batch_size):
+        """Name the line and column of a value that is not a number (error path only)."""
+        reader = self._read(
+            usecols=self.vector_columns, dtype=str, chunksize=batch_size, keep_default_na=True
+        )
+        start = 0
+        with reader:
+            for chunk in reader:
+                for column in self.vector_columns:
+                    values = chunk[column]
+                    bad = pd.to_numeric(values, errors="coerce").isna() & values.notna()
+                    if bad.any():
+                        i = int(np.flatnonzero(bad.to_numpy())[0])
+                        raise InputError(
+                            f"{self.where(start + i)}, column {column!r}: not a number: "
+                            f"{values.iloc[i]!r}",
+                            path=self.path,
+                        )
+                start += len(chunk)
+
+    def id_dtype(self):
+        if self.id_column is None:
+            return np.dtype(np.int64)
+        longest = 1
+        reader = self._read(
+            usecols=[self.id_column], dtype=str, chunksize=1 << 20, keep_default_na=False
+        )
+        with reader:
+            for chunk in reader:
+                if len(chunk):
+                    longest = max(longest, int(chunk[self.id_column].str.len().max()))
+        return np.dtype(f"U{longest}")
+
+
+# ====================================================================== Parquet
+class _ParquetReader(TableReader):
+    """Parquet through pyarrow, batch by batch, without pre-buffering whole row groups."""
+
+    format = "parquet"
+
+    def __init__(self, path, spec, dtype, extra_columns):
+        super().__init__(path, spec, dtype, extra_columns)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._pa = pa
+        try:
+            # pre_buffer=False with a read buffer streams column chunks page by page, so
+            # a file written as one huge row group still reads in bounded memory.
+            self._file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+        except FileNotFoundError:
+            raise InputError("no such file", path=path) from None
+        except IsADirectoryError:
+            raise InputError("is a directory, not a table", path=path) from None
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"not a readable Parquet file: {exc}", path=path) from None
+        schema = self._file.schema_arrow
+        columns = self.columns = list(schema.names)
+        if spec.id_column is not None and spec.id_column not in columns:
+            raise _missing_id_column(spec, columns, path)
+        _check_extra(extra_columns, columns, path)
+        self.id_column = spec.id_column
+        types = pa.types
+
+        def is_number(t):
+            return types.is_integer(t) or types.is_floating(t)
+
+        numeric = [f.name for f in schema if is_number(f.type)]
+        list_like = [
+            f.name
+            for f in schema
+            if (
+                types.is_list(f.type)
+                or types.is_large_list(f.type)
+                or types.is_fixed_size_list(f.type)
+            )
+            and is_number(f.type.value_type)
+        ]
+        spec = ColumnSpec(
+            spec.id_column,
+            spec.prefix,
+            spec.pattern,
+            spec.vector_column,
+            tuple(spec.exclude) + tuple(extra_columns),
+        )
+        self.form, chosen = spec.select(numeric, list_like, path, columns)
+        if self.form == "list":
+            self.list_column = chosen
+            t = schema.field(chosen).type
+            self._file_dtype = t.value_type.to_pandas_dtype()
+            if types.is_fixed_size_list(t):
+                self.width = t.list_size
+        else:
+            _check_numeric(chosen, numeric, lambda c: schema.field(c).type, path)
+            self.vector_columns = list(chosen)
+            self.width = len(chosen)
+            kinds = {schema.field(c).type.to_pandas_dtype() for c in chosen}
+            self._file_dtype = np.float32 if kinds <= {np.float32, np.float16} else np.float64
+        self.n_rows = self._file.metadata.num_rows
+
+    def _batches(self, batch_size):
+        pa = self._pa
+        cols = [] if self.id_column is None else [self.id_column]
+        cols += list(self.vector_columns or [self.list_column])
+        cols += [c for c in self.extra_columns if c not in cols]
+        start = 0
+        try:
+            for rb in self._file.iter_batches(
+                batch_size=batch_size, columns=cols, use_threads=True
+            ):
+                yield self._to_batch(rb, start)
+                start += rb.num_rows
+        except pa.ArrowException as exc:
+            raise InputError(
+                f"cannot read rows after row {start}: {exc}", path=self.path
+            ) from None
+
+    def _to_batch(self, rb, start):
+        n = rb.num_rows
+        ids = None
+        if self.id_column is not None:
+            ids = rb.column(self.id_column).to_numpy(zero_copy_only=False)
+            if ids.dtype.kind in "fc":
+                ids = ids.astype(object)  # a null in an int column came back as NaN
+        extra = {c: rb.column(c).to_numpy(zero_copy_only=False) for c in self.extra_columns}
+        dtype = self.dtype or (
+            np.float32 if self._file_dtype in (np.float32, np.float16) else np.float64
+        )
+        if self.form == "columns":
+            X = np.empty((n, len(self.vector_columns)), dtype=dtype)
+            for j, name in enumerate(self.vector_columns):
+                X[:, j] = rb.column(name).to_numpy(zero_copy_only=False)
+        else:
+            X = self._list_values(rb.column(self.list_column), start, ids, dtype)
+        return Batch(start, ids, X, extra)
+
+    def _list_values(self, arr, start, ids, dtype):
+        import pyarrow.compute as pc
+
+        n = len(arr)
+        if arr.null_count:
+            i = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+            batch = Batch(start, ids, np.empty((n, 0)))
+            raise InputError(
+                f"{self._locate(batch, i, self.list_column)}: missing embedding",
+                path=self.path,
+            )
+        lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
+        if self.width is None and n:
+            self.width = int(lengths[0])
+        wrong = lengths != self.width
+        if wrong.any():
+            i = int(np.flatnonzero(wrong)[0])
+            batch = Batch(start, ids, np.empty((n, 0)))
+            raise InputError(
+                f"{self._locate(batch, i, self.list_column)}: list has {lengths[i]} values, "
+                f"expected {self.width}",
+                path=self.path,
+            )
+        values = arr.flatten().to_numpy(zero_copy_only=False)
+        return np.asarray(values, dtype=dtype).reshape(n, self.width or 0)
+
+    def id_dtype(self):
+        if self.id_column is None:
+            return np.dtype(np.int64)
+        table = self._file.read(columns=[self.id_column])
+        ids = table.column(0).to_numpy()
+        if ids.dtype.kind in "iu":
+            return ids.dtype
+        return np.asarray(ids.astype(str)).dtype if len(ids) else np.dtype("U1")
+
+
+# ====================================================================== .npy
+class _NpyReader(TableReader):
+    """``.npy`` arrays read by seeking, so batches never load the whole file."""
+
+    format = "npy"
+
+    def __init__(self, path, spec, dtype, extra_columns):
+        super().__init__(path, spec, dtype, extra_columns)
+        fmt = np.lib.format
+        try:
+            with open(path, "rb") as f:
+                version = fmt.read_magic(f)
+                if version == (1, 0):
+                    shape, fortran, file_dtype = fmt.read_array_header_1_0(f)
+                elif version == (2, 0):
+                    shape, fortran, file_dtype = fmt.read_array_header_2_0(f)
+                else:
+                    raise ValueError(f"unsupported .npy format version {version}")
+                self._offset = f.tell()
+        except FileNotFoundError:
+            raise InputError("no such file", path=path) from None
+        except IsADirectoryError:
+            raise InputError("is a directory, not a table", path=path) from None
+        except (ValueError, OSError, SyntaxError) as exc:
+            raise InputError(f"not a readable .npy file: {exc}", path=path) from None
+        if file_dtype.hasobject:
+            raise InputError(
+                "holds Python objects (a pickle), which are not loaded for safety; save a "
+                "numeric or structured array instead",
+                path=path,
+            )
+        self._file_dtype = file_dtype
+        self._fortran = fortran
+        self._shape = shape
+        names = file_dtype.names
+        self.columns = list(names or ())
+        if names is None:
+            if len(shape) != 2 or file_dtype.kind not in "fiu":
+                raise InputError(
+                    f"a plain .npy table must be a 2-d numeric array, got shape {shape} "
+                    f"and dtype {file_dtype}",
+                    path=path,
+                )
+            if spec.vector_column or spec.prefix or spec.pattern:
+                raise InputError("a plain 2-d array has no named columns to select", path=path)
+            _check_extra(extra_columns, (), path)
+            self.form = "array"
+            self.width = shape[1]
+            self.id_column = None
+        else:
+            if len(shape) != 1:
+                raise InputError(f"a structured table must be 1-d, got shape {shape}", path=path)
+            if spec.id_column is not None and spec.id_column not in names:
+                raise _missing_id_column(spec, names, path)
+            _check_extra(extra_columns, names, path)
+            self.id_column = spec.id_column
+            numeric = [
+                n for n in names if file_dtype[n].shape == () and file_dtype[n].kind in "fiu"
+            ]
+            list_like = [
+                n
+                for n in names
+                if len(file_dtype[n].shape) == 1 and file_dtype[n].base.kind in "fiu"
+            ]
+            spec = ColumnSpec(
+                spec.id_column,
+                spec.prefix,
+                spec.pattern,
+                spec.vector_column,
+                tuple(spec.exclude) + tuple(extra_columns),
+            )
+            self.form, chosen = spec.select(numeric, list_like, path, list(names))
+            if self.form == "list":
+                self.list_column = chosen
+                self.width = file_dtype[chosen].shape[0]
+            else:
+                _check_numeric(chosen, numeric, lambda c: file_dtype[c], path)
+                self.vector_columns = list(chosen)
+                self.width = len(chosen)
+        self.n_rows = shape[0]
+
+    def _batches(self, batch_size):
+        n = self.n_rows
+        if self._fortran:
+            # Column-major data cannot be read row by row; memory-map it instead.
+            data = np.load(self.path, mmap_mode="r")
+            for start in range(0, n, batch_size):
+                yield self._to_batch(np.array(data[start : start + batch_size]), start)
+            return
+        itemsize = self._file_dtype.itemsize * (self.width if self.form == "array" else 1)
+        with open(self.path, "rb") as f:
+            for start in range(0, n, batch_size):
+                count = min(batch_size, n - start)
+                f.seek(self._offset + start * itemsize)
+                raw = np.fromfile(
+                    f,
+                    dtype=self._file_dtype,
+                    count=count * (self.width if self.form == "array" else 1),
+                )
+                if self.form == "array":
+                    got = raw.size // max(1, self.width)
+                    raw = raw[: got * self.width].reshape(got, self.width)
+                else:
+                    got = raw.shape[0]
+                if got < count:
+                    raise InputError(
+                        f"file is truncated: the header says {n} rows but the data ends "
+                        f"at row {start + got}",
+                        path=self.path,
+                    )
+                yield self._to_batch(raw, start)
+
+    def _to_batch(self, raw, start):
+        if self.form == "array":
+            ids = np.arange(start, start + raw.shape[0])
+            return Batch(start, ids, self._cast(raw, self._file_dtype.type), {})
+        ids = None if self.id_column is None else raw[self.id_column]
+        extra = {c: np.asarray(raw[c]) for c in self.extra_columns}
+        if self.form == "list":
+            field_dtype = self._file_dtype[self.list_column].base.type
+            X = self._cast(raw[self.list_column], field_dtype)
+        else:
+            kinds = {self._file_dtype[c].type for c in self.vector_columns}
+            file_dtype = np.float32 if kinds <= {np.float32, np.float16} else np.float64
+            X = np.empty((raw.shape[0], self.width), dtype=self.dtype or file_dtype)
+            for j, name in enumerate(self.vector_columns):
+                X[:, j] = raw[name]
+        return Batch(start, ids, X, extra)
+
+    def id_dtype(self):
+        if self.id_column is None:
+            return np.dtype(np.int64)
+        return self._file_dtype[self.id_column]

@@ -1,0 +1,57 @@
+"""Reading and writing tabular embedding exports (CSV, Parquet, .npy) and fitted models.
+
+An *embedding table* holds an id column and the embedding, either as numeric columns (one
+per dimension) or as one list-valued column.  The format comes from the file name:
+``.csv``, ``.parquet`` / ``.pq`` or ``.npy``.
+
+``.npy`` tables are either a plain 2-d float array (ids are the row numbers) or a
+structured array with an id field and either one float sub-array field (the list form)
+or one scalar field per dimension.  Objects (pickles) are never loaded.
+
+Large tables are read in bounded batches (:meth:`TableReader.iter_batches`), outputs are
+written to a temporary file and renamed into place (:class:`TableWriter`), and every
+problem is an :class:`InputError` (a ``ValueError``) whose message names the file, the
+row or CSV line, and the column.
+
+Examples
+--------
+>>> import numpy as np
+>>> from pathlib import Path
+>>> from tempfile import TemporaryDirectory
+>>> from sklearn_compat.io import ColumnSpec, OutputLayout, read_table, write_table
+>>> with TemporaryDirectory() as tmp:
+...     path = Path(tmp) / "items.parquet"
+...     vectors = np.arange(6, dtype=np.float32).reshape(3, 2)
+...     layout = OutputLayout("list", width=2, id_column="item")
+...     write_table(path, np.array(["a", "b", "c"]), vectors, layout)
+...     reader, table = read_table(path, ColumnSpec(id_column="item"))
+>>> reader.form, table.ids.tolist(), table.X.dtype
+('list', ['a', 'b', 'c'], dtype('float32'))
+"""
+
+from ._io_common import FORMATS, ColumnSpec, InputError, table_format
+from ._io_join import DUPLICATE_POLICIES, JoinReport, join_on_ids
+from ._io_model import load_model, model_format, save_model
+from ._io_read import Batch, TableReader, open_table, read_table
+from ._io_write import AtomicOutput, OutputLayout, TableWriter, write_table
+
+__all__ = [
+    "AtomicOutput",
+    "Batch",
+    "ColumnSpec",
+    "DUPLICATE_POLICIES",
+    "FORMATS",
+    "InputError",
+    "JoinReport",
+    "OutputLayout",
+    "TableReader",
+    "TableWriter",
+    "join_on_ids",
+    "load_model",
+    "model_format",
+    "open_table",
+    "read_table",
+    "save_model",
+    "table_format",
+    "write_table",
+]
