@@ -8,6 +8,7 @@ The distribution is called ``sklearn-embedding-compat``; the PyPI name ``sklearn
 belongs to an unrelated project with the same import name (see README.md).
 """
 
+from . import metrics
 from ._clash import warn_if_clashing_distribution
 from .affine import AffineAligner
 from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
@@ -20,6 +21,7 @@ __all__ = [
     "AffineAligner",
     "OrthogonalProcrustesAligner",
     "lambda_orth_penalty",
+    "metrics",
     "__version__",
 ]
 
