@@ -10,11 +10,13 @@ belongs to an unrelated project with the same import name (see README.md).
 
 from ._clash import warn_if_clashing_distribution
 from .procrustes import OrthogonalProcrustesAligner
+from .relative import RelativeAnchorEncoder
 
 __version__ = "0.1.0"
 
 __all__ = [
     "OrthogonalProcrustesAligner",
+    "RelativeAnchorEncoder",
     "__version__",
 ]
 
