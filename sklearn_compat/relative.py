@@ -94,8 +94,10 @@ array-like of int, default="random"
         measured on the X given to ``fit`` (or to :meth:`rebase`).
     n_support : int, default=None
         ``"param"``: number of support rows ``k`` the anchors mix (default
-        ``min(n_samples, 4 m)``).  ``"kmeans_mixture"``: total members used (default
-        ``16 m``, capped at ``n_samples``).  Ignored by the other strategies.
+        ``min(n_samples, 4 m)``).  ``"kmeans_mixture"``: each anchor averages the
+        ``n_support // m`` members nearest its centroid, or its whole cluster if smaller
+        (default ``16 m``; ``n_support >= m n_samples`` gives the exact centroids).  Ignored
+        by the other strategies.
     temperature : float, default=0.2
         ``"param"``: ``P = softmax(logits / temperature)`` row-wise.
     loss_weights : dict, default=None
@@ -291,7 +293,7 @@ array-like of int, default="random"
         elif strategy == "kmeans":
             self.anchor_indices_ = kmeans_anchors(self._geometry(X, stats), m, rng)
         elif strategy == "kmeans_mixture":
-            per = max(1, min(n, self.n_support or 16 * m) // m)
+            per = max(1, (self.n_support or 16 * m) // m)
             support, mixture = kmeans_mixture_anchors(self._geometry(X, stats), m, per, rng)
             self.support_indices_, self.mixture_ = support, mixture
         elif strategy == "fps":
