@@ -165,9 +165,8 @@ def train_mixture(
             if pairs:
                 jac = sum(_soft_jaccard(R[b], R[c]) for b, c in pairs) / len(pairs)
                 bt = sum(_barlow(R[b], R[c]) for b, c in pairs) / len(pairs)
-                align = sum(
-                    (units[b] - units[c]).pow(2).sum(1).mean() for b, c in pairs
-                ) / len(pairs)
+                gaps = [(units[b] - units[c]).pow(2).sum(1).mean() for b, c in pairs]
+                align = sum(gaps) / len(pairs)
                 loss = (
                     loss
                     + weights["jaccard"] * jac

@@ -297,9 +297,7 @@ array-like of int, default="random"
             support, mixture = kmeans_mixture_anchors(self._geometry(X, stats), m, per, rng)
             self.support_indices_, self.mixture_ = support, mixture
         elif strategy == "fps":
-            self.anchor_indices_ = farthest_point_anchors(
-                self._geometry(X, stats), m, rng, device
-            )
+            self.anchor_indices_ = farthest_point_anchors(self._geometry(X, stats), m, rng, device)
         else:
             self._fit_param(X, parallel, stats, rng, device)
         self._finish(X, stats)
@@ -369,7 +367,9 @@ array-like of int, default="random"
             std = R.std(axis=0, dtype=np.float64)
             # Constant columns keep scale 1, as StandardScaler does.
             self.output_mean_ = mean
-            self.output_scale_ = np.where(std > 10 * np.finfo(R.dtype).eps * np.abs(mean), std, 1.0)
+            self.output_scale_ = np.where(
+                std > 10 * np.finfo(R.dtype).eps * np.abs(mean), std, 1.0
+            )
 
     # ------------------------------------------------------------------ helpers
     def _whitening(self, X):

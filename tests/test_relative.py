@@ -105,9 +105,9 @@ def test_rebase_builds_same_items_with_own_statistics(rng):
 def test_rebase_param_uses_mixture(rng):
     X = _data(rng)
     Y = X @ rng.normal(size=(6, 4))
-    enc = RelativeAnchorEncoder(
-        n_anchors=6, anchors="param", max_epochs=3, random_state=0
-    ).fit(X, parallel=[Y])
+    enc = RelativeAnchorEncoder(n_anchors=6, anchors="param", max_epochs=3, random_state=0).fit(
+        X, parallel=[Y]
+    )
     other = enc.rebase(Y)
     np.testing.assert_allclose(other.anchors_, enc.mixture_ @ Y[enc.support_indices_])
 
@@ -189,9 +189,7 @@ def test_kmeans_mixture_is_local_mean(rng):
     # n_support >= m n: each anchor averages its whole cluster, i.e. is the centroid.
     np.testing.assert_allclose(enc.mixture_.sum(axis=1), 1.0)
     assert enc.support_indices_.size == 150
-    labels = np.argmin(
-        np.linalg.norm(X[:, None, :] - enc.anchors_[None, :, :], axis=2), axis=1
-    )
+    labels = np.argmin(np.linalg.norm(X[:, None, :] - enc.anchors_[None, :, :], axis=2), axis=1)
     for c in range(5):
         np.testing.assert_allclose(enc.anchors_[c], X[labels == c].mean(axis=0), atol=1e-8)
 
