@@ -322,6 +322,9 @@ array-like of int, default="random"
         seeds = rng.choice(k, size=m, replace=k < m)
         mean0, L0 = whitenings[0][:2]
         logits0 = initial_logits((X[support] - mean0) @ L0, seeds, self.temperature)
+        # A little noise breaks ties between anchors seeded on the same item (k < m), which
+        # would otherwise receive identical gradients forever.
+        logits0 += 1e-2 * self.temperature * rng.standard_normal(logits0.shape)
         similarity = self.similarity
 
         def similarity_fn(Xb, A, mean, L):
