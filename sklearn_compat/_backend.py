@@ -43,9 +43,7 @@ def resolve_device(device, *, for_inference=False):
     if isinstance(device, torch.device):
         device = str(device)
     if not isinstance(device, str) or not _DEVICE_PATTERN.match(device):
-        raise ValueError(
-            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}."
-        )
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}.")
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":

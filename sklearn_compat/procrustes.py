@@ -206,9 +206,7 @@ class OrthogonalProcrustesAligner(BaseAligner):
         return self
 
     def _solve(self, moments):
-        W, S, signs = procrustes_from_cross(
-            moments.cross, allow_reflection=self.allow_reflection
-        )
+        W, S, signs = procrustes_from_cross(moments.cross, allow_reflection=self.allow_reflection)
         if self.scale:
             scale = float(np.dot(signs, S) / moments.sq_x) if moments.sq_x > 0 else 1.0
         else:

@@ -438,7 +438,7 @@ array-like of int, default="random"
     def _relative(self, X, *, standardize=True, budget=None):
         similarity = self.similarity
         wip = similarity == "wip"
-        K, anchor_sq = prepare_kernel(
+        kernel = prepare_kernel(
             similarity,
             self.anchors_,
             self.mean_ if wip else None,
@@ -449,9 +449,7 @@ array-like of int, default="random"
         return relative_blockwise(
             X,
             similarity,
-            K,
-            anchor_sq,
-            self.mean_ if wip else None,
+            kernel,
             resolve_device(self.device, for_inference=True),
             l2=self.normalize == "l2",
             shift=self.output_mean_ if standard else None,

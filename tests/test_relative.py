@@ -424,16 +424,36 @@ def test_bad_params_and_rebase(rng):
 
 def test_zero_shot_stitching_on_real_features(mnist_features):
     from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
     d = mnist_features
     train, test, y = d["train_idx"], d["test_idx"], d["labels"]
     strong, other = d["cnn_s0"], d["cnn_s1"]
-    enc = RelativeAnchorEncoder(
-        n_anchors=64, similarity="wip", normalize="standard", random_state=0
-    ).fit(strong[train])
-    head = LogisticRegression(max_iter=500).fit(enc.transform(strong[train]), y[train])
-    stitched = head.score(enc.rebase(other[train]).transform(other[test]), y[test])
-    # Absolute features of a different network are meaningless to the head.
-    absolute = LogisticRegression(max_iter=500).fit(strong[train], y[train])
-    assert stitched > 0.8
-    assert absolute.score(other[test], y[test]) < 0.5
+    enc = RelativeAnchorEncoder(n_anchors=64, normalize="standard", random_state=0)
+    enc.fit(strong[train])
+
+    def head():
+        return make_pipeline(StandardScaler(), LogisticRegression(max_iter=300))
+
+    relative = head().fit(enc.transform(strong[train]), y[train])
+    stitched = relative.score(enc.rebase(other[train]).transform(other[test]), y[test])
+    # Absolute features of a different network mean nothing to a head trained on another.
+    absolute = head().fit(strong[train], y[train]).score(other[test], y[test])
+    assert stitched > 0.9  # 0.935 measured; own-space heads score about 0.95
+    assert absolute < 0.3
+
+
+@pytest.mark.parametrize("similarity", ["wip", "euclidean", "cosine"])
+def test_float32_accuracy_with_large_offset(rng, similarity):
+    # ReLU-like features sit far from the origin; float32 transforms must stay accurate
+    # (WIP folds the mean into a bias, euclidean expands the norm).
+    X = (_data(rng, n=400, d=32) + 20.0).astype(np.float32)
+    enc = RelativeAnchorEncoder(n_anchors=16, similarity=similarity, random_state=0).fit(X)
+    R32 = enc.transform(X)
+    R64 = enc.transform(X.astype(np.float64))
+    scale = np.abs(R64).max()
+    # Euclidean distances near zero (an anchor against itself) carry the square root of
+    # the rounding of the squared distance, about sqrt(eps32) * spread: a looser bound.
+    tol = 1e-3 if similarity == "euclidean" else 1e-4
+    assert np.abs(R32 - R64).max() < tol * scale
