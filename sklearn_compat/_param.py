@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from ._backend import to_numpy, to_torch, torch_generator
+from ._similarity import torch_similarity
 
 __all__ = ["DEFAULT_LOSS_WEIGHTS", "initial_logits", "train_mixture"]
 
@@ -102,7 +103,7 @@ def train_mixture(
     whitenings,
     support,
     logits0,
-    similarity_fn,
+    similarity,
     *,
     temperature,
     weights,
@@ -125,16 +126,25 @@ def train_mixture(
         Rows of every bank that the anchors mix.
     logits0 : ndarray of shape (m, k)
         Initial logits.
-    similarity_fn : callable(X_t, A_t, mean_t, L_t) -> (B, m)
-        The encoder's similarity, differentiable in the anchors.
+    similarity : {"cosine", "euclidean", "dot", "wip"}
+        The encoder's similarity.
     """
     dtype = torch.float32
     gen = torch_generator(random_state, device)
-    Xs = [to_torch(B, device, dtype) for B in banks]
     stats = [(to_torch(mu, device, dtype), to_torch(L, device, dtype)) for mu, L in whitenings]
     sup = torch.as_tensor(support, device=device)
-    Ss = [X[sup] for X in Xs]
-    Sw = [(S - mu) @ L for S, (mu, L) in zip(Ss, stats, strict=True)]
+    wip = similarity == "wip"
+    Xs, Ss, Sw, Sw_sq = [], [], [], []
+    for B, (mu, L) in zip(banks, stats, strict=True):
+        X = to_torch(B, device, dtype)
+        # Rows of P sum to one, so (P S - mu) L = P ((S - mu) L): whitening the rows once
+        # up front makes every WIP step a plain product with the whitened anchors.
+        Xw = (X - mu) @ L if wip else X
+        W = Xw[sup] if wip else (X[sup] - mu) @ L
+        Xs.append(Xw)
+        Ss.append(X[sup])
+        Sw.append(W)
+        Sw_sq.append((W * W).sum(1))
     logits = torch.nn.Parameter(to_torch(logits0, device, dtype))
     optimizer = torch.optim.Adam([logits], lr=lr)
     n = Xs[0].shape[0]
@@ -151,12 +161,14 @@ def train_mixture(
             P = torch.softmax(logits / temperature, dim=1)
             R = []
             cohesion = logits.new_zeros(())
-            for X, S, W, (mu, L) in zip(Xs, Ss, Sw, stats, strict=True):
-                A = P @ S
-                R.append(similarity_fn(X[idx], A, mu, L))
+            for X, S, W, W_sq in zip(Xs, Ss, Sw, Sw_sq, strict=True):
                 Aw = P @ W
+                if wip:
+                    R.append(X[idx] @ Aw.T)
+                else:
+                    R.append(torch_similarity(similarity, X[idx], P @ S, None, None))
                 # sum_j P_ij ||Aw_i - W_j||^2 = sum_j P_ij ||W_j||^2 - ||Aw_i||^2
-                spread = P @ (W * W).sum(1) - (Aw * Aw).sum(1)
+                spread = P @ W_sq - (Aw * Aw).sum(1)
                 cohesion = cohesion + spread.mean() / W.shape[1]
             cohesion = cohesion / len(Xs)
             units = [_unit(r) for r in R]

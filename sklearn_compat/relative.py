@@ -27,7 +27,6 @@ from ._similarity import (
     SIMILARITIES,
     prepare_kernel,
     relative_blockwise,
-    torch_similarity,
     whitening,
 )
 
@@ -325,17 +324,12 @@ array-like of int, default="random"
         # A little noise breaks ties between anchors seeded on the same item (k < m), which
         # would otherwise receive identical gradients forever.
         logits0 += 1e-2 * self.temperature * rng.standard_normal(logits0.shape)
-        similarity = self.similarity
-
-        def similarity_fn(Xb, A, mean, L):
-            return torch_similarity(similarity, Xb, A, mean, L)
-
         logits, history = train_mixture(
             banks,
             [w[:2] for w in whitenings],
             support,
             logits0,
-            similarity_fn,
+            self.similarity,
             temperature=self.temperature,
             weights=weights,
             max_epochs=self.max_epochs,
