@@ -457,3 +457,19 @@ def test_float32_accuracy_with_large_offset(rng, similarity):
     # the rounding of the squared distance, about sqrt(eps32) * spread: a looser bound.
     tol = 1e-3 if similarity == "euclidean" else 1e-4
     assert np.abs(R32 - R64).max() < tol * scale
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("similarity", ["cosine", "euclidean", "dot", "wip"])
+def test_cuda_matches_cpu(rng, similarity):
+    X = _data(rng).astype(np.float32)
+    cpu = RelativeAnchorEncoder(n_anchors=8, similarity=similarity, device="cpu")
+    cpu.set_params(random_state=0).fit(X)
+    gpu = clone(cpu).set_params(device="cuda").fit(X)
+    np.testing.assert_array_equal(gpu.anchor_indices_, cpu.anchor_indices_)
+    np.testing.assert_allclose(gpu.transform(X), cpu.transform(X), rtol=1e-4, atol=1e-4)
+    param = RelativeAnchorEncoder(
+        n_anchors=8, anchors="param", similarity=similarity, max_epochs=2, device="cuda"
+    ).fit(X, parallel=[np.tanh(X)])
+    assert isinstance(param.mixture_, np.ndarray)
+    np.testing.assert_allclose(param.mixture_.sum(axis=1), 1.0)
