@@ -13,6 +13,7 @@ from ._clash import warn_if_clashing_distribution
 from .affine import AffineAligner
 from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
 from .procrustes import OrthogonalProcrustesAligner
+from .relative import RelativeAnchorEncoder
 
 __version__ = "0.1.0"
 
@@ -22,6 +23,7 @@ __all__ = [
     "OrthogonalProcrustesAligner",
     "lambda_orth_penalty",
     "metrics",
+    "RelativeAnchorEncoder",
     "__version__",
 ]
 

@@ -6,7 +6,12 @@ empty when every check passes.
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_compat import AffineAligner, LambdaOrthAligner, OrthogonalProcrustesAligner
+from sklearn_compat import (
+    AffineAligner,
+    LambdaOrthAligner,
+    OrthogonalProcrustesAligner,
+    RelativeAnchorEncoder,
+)
 
 ESTIMATORS = [
     AffineAligner(),
@@ -15,6 +20,16 @@ ESTIMATORS = [
     OrthogonalProcrustesAligner(center=True, scale=True, allow_reflection=False),
     LambdaOrthAligner(),
     LambdaOrthAligner(lam=0.0, strict=True, bidirectional=True, fit_intercept=False),
+    RelativeAnchorEncoder(n_anchors=3, random_state=0),
+    RelativeAnchorEncoder(n_anchors=3, anchors="stratified", random_state=0),
+    RelativeAnchorEncoder(n_anchors=3, anchors="kmeans", similarity="euclidean", random_state=0),
+    RelativeAnchorEncoder(n_anchors=3, anchors="fps", similarity="wip", normalize="standard"),
+    RelativeAnchorEncoder(
+        n_anchors=3, anchors="param", similarity="wip", max_epochs=2, random_state=0
+    ),
+    RelativeAnchorEncoder(
+        n_anchors=3, anchors="kmeans_mixture", similarity="dot", normalize="l2", random_state=0
+    ),
 ]
 
 # {estimator class name: {check name: reason}}
