@@ -18,13 +18,13 @@ from .relative import RelativeAnchorEncoder
 __version__ = "0.1.0"
 
 __all__ = [
-    "LambdaOrthAligner",
     "AffineAligner",
+    "LambdaOrthAligner",
     "OrthogonalProcrustesAligner",
-    "lambda_orth_penalty",
-    "metrics",
     "RelativeAnchorEncoder",
     "__version__",
+    "lambda_orth_penalty",
+    "metrics",
 ]
 
 warn_if_clashing_distribution()
