@@ -10,12 +10,14 @@ belongs to an unrelated project with the same import name (see README.md).
 
 from ._clash import warn_if_clashing_distribution
 from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
+from .lambda_orth_cv import LambdaOrthAlignerCV
 from .procrustes import OrthogonalProcrustesAligner
 
 __version__ = "0.1.0"
 
 __all__ = [
     "LambdaOrthAligner",
+    "LambdaOrthAlignerCV",
     "OrthogonalProcrustesAligner",
     "lambda_orth_penalty",
     "__version__",
