@@ -6,11 +6,16 @@ empty when every check passes.
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_compat import OrthogonalProcrustesAligner
+import numpy as np
+
+from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV, OrthogonalProcrustesAligner
 
 ESTIMATORS = [
     OrthogonalProcrustesAligner(),
     OrthogonalProcrustesAligner(center=True, scale=True, allow_reflection=False),
+    LambdaOrthAlignerCV(
+        lams=[0.0, np.inf], estimator=LambdaOrthAligner(max_epochs=2, random_state=0), cv=2
+    ),
 ]
 
 # {estimator class name: {check name: reason}}
