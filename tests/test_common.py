@@ -4,9 +4,8 @@ Expected failures are listed in ``EXPECTED_FAILED_CHECKS`` with their reasons; t
 empty when every check passes.
 """
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
 import numpy as np
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV, OrthogonalProcrustesAligner
 
