@@ -157,6 +157,8 @@ def test_string_scoring(problem):
     np.testing.assert_allclose(
         top1.cv_results_["mean_test_score"], default.cv_results_["mean_test_score"]
     )
+    with pytest.raises(ValueError, match="no_such_metric"):
+        LambdaOrthAlignerCV([0.0], scoring="no_such_metric", **params).fit(X, Y)
 
 
 class _FailsAtOne(LambdaOrthAligner):
