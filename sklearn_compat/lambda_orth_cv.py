@@ -123,13 +123,14 @@ class LambdaOrthAlignerCV(BaseAligner):
     the tighter problem, which already has the right shape; the penalty wall trails
     behind.  Walking downwards, the wall pushes ``W`` back inside within a few epochs, but
     along the gradient of ``N`` (shrinking the most stretched directions, whatever the
-    data prefer), and ``W`` then has to slide along the constraint surface to the shape the data prefer, driven only by the
-    weak data gradient against the steep wall.  On the MNIST features (cnn_s0 -> mlp_s0,
-    5 folds, the default grid) the increasing path trained 2.9 times fewer epochs than the
-    decreasing one and 2.7 times fewer than GridSearchCV's cold fits
-    (``benchmarks/bench_lambda_path.py``, figures in benchmarks/RESULTS.md).  Carrying
-    Adam's moments from one ``lam`` to the next made the increasing path slower (on one
-    fold, 478 epochs instead of 296), so each ``lam`` starts with a fresh optimizer.
+    data prefer), and ``W`` then has to slide along the constraint surface to the shape
+    the data prefer, driven only by the weak data gradient against the steep wall.  On
+    the MNIST features (cnn_s0 -> mlp_s0, 5 folds, the default grid) the increasing path
+    trained 2.9 times fewer epochs than the decreasing one and 2.7 times fewer than
+    GridSearchCV's cold fits (``benchmarks/bench_lambda_path.py``; figures in
+    benchmarks/RESULTS.md).  Carrying Adam's moments from one ``lam`` to the next made the
+    increasing path slower (478 epochs instead of 296 on one fold), so each ``lam``
+    starts with a fresh optimizer.
 
     Reuse.  When the penalty, at the current ``W``, is negligible both at the ``lam`` it
     was fitted with and at the next one (its value times ``sharpness`` below the
