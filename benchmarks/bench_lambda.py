@@ -151,24 +151,44 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=20000)
     parser.add_argument("--d", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--skorch-epochs", type=int, default=None,
-                        help="epochs for skorch (default: --epochs); its time is scaled up")
+    parser.add_argument(
+        "--skorch-epochs",
+        type=int,
+        default=None,
+        help="epochs for skorch (default: --epochs); its time is scaled up",
+    )
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--lam", type=float, default=4.0)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--repeats", type=int, default=3, help="best of this many runs")
     parser.add_argument("--no-skorch", action="store_true")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads for every contender (default: torch's own choice)",
+    )
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     device = resolve_device(args.device)
     X, Y = make_data(args.n, args.d)
     kw = dict(
-        epochs=args.epochs, batch_size=args.batch_size, lr=1e-3, lam=args.lam,
-        sharpness=1.0, cw=0.1, temperature=0.1, seed=0,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=1e-3,
+        lam=args.lam,
+        sharpness=1.0,
+        cw=0.1,
+        temperature=0.1,
+        seed=0,
     )
     steps = args.epochs * math.ceil(args.n / args.batch_size)
-    print(f"n={args.n} d={args.d} epochs={args.epochs} batch={args.batch_size} "
-          f"steps={steps} device={device} threads={torch.get_num_threads()}")
+    print(
+        f"n={args.n} d={args.d} epochs={args.epochs} batch={args.batch_size} "
+        f"steps={steps} device={device} threads={torch.get_num_threads()}"
+    )
     # Warm-up (allocator, kernels, lazy imports) so no contender pays for it.
     warm = dict(kw, epochs=1)
     bare_loop(X[:2048], Y[:2048], device=device, **warm)
@@ -180,8 +200,9 @@ def main(argv=None):
         t_bare = min(t_bare, timed(bare_loop, X, Y, device, 1, **kw))
         t_ours = min(t_ours, timed(ours, X, Y, device, 1, **kw))
     print(f"bare torch loop : {t_bare:8.3f} s  ({t_bare / steps * 1e3:.3f} ms/step)")
-    print(f"LambdaOrthAligner: {t_ours:8.3f} s  ratio to bare {t_ours / t_bare:.3f} "
-          f"(target <= 1.25)")
+    print(
+        f"LambdaOrthAligner: {t_ours:8.3f} s  ratio to bare {t_ours / t_bare:.3f} (target <= 1.25)"
+    )
     if not args.no_skorch:
         sk_epochs = args.skorch_epochs or args.epochs
         t_sk = timed(skorch_net, X, Y, device, 1, **dict(kw, epochs=sk_epochs))

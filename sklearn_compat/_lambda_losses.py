@@ -66,7 +66,7 @@ def orthogonality_gap(weight):
     return float(np.linalg.norm(gram - np.eye(gram.shape[0])))
 
 
-def lambda_orth_penalty(weight, lam, sharpness=1.0):
+def lambda_orth_penalty(weight, lam, sharpness=10.0):
     """The lambda-orthogonality regulariser ``sigmoid(sharpness * (N - lam)) * N``.
 
     ``N = ||W W^T - I||_F`` on the smaller side of ``W`` (see :func:`orthogonality_gap`).
@@ -88,8 +88,12 @@ def lambda_orth_penalty(weight, lam, sharpness=1.0):
         Threshold on ``N``, in ``[0, inf]``.  ``N / sqrt(min(k, m))`` is the RMS deviation
         of the squared singular values from 1, so e.g. ``lam = 0.5 * sqrt(d)`` allows the
         same relative distortion in any dimension ``d``.
-    sharpness : float, default=1.0
-        Slope ``alpha`` of the sigmoid: larger is closer to a hard hinge at ``lam``.
+    sharpness : float, default=10.0
+        Slope ``alpha`` of the sigmoid (not given in the paper): larger is closer to a
+        hard hinge at ``lam``.  Below ``lam`` the penalty's slope is about
+        ``exp(-alpha (lam - N)) alpha N``; with ``alpha = 1`` that leftover pull holds
+        ``N`` well below ``lam`` unless the data loss pulls hard (see
+        :class:`LambdaOrthAligner`).
 
     Returns
     -------

@@ -7,6 +7,8 @@ once per epoch, which is also when finiteness is checked.
 """
 
 import math
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +17,39 @@ from tqdm.auto import tqdm
 
 from ._lambda_losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 
-__all__ = ["TrainConfig", "Objective", "train_adapters"]
+__all__ = ["TrainConfig", "Objective", "train_adapters", "small_problem_threads"]
+
+# Below this many multiply-adds per minibatch GEMM (batch x d_x x d_y) a CPU step is a few
+# hundred microseconds of work: extra threads cost more than they save, and on a loaded
+# machine every OpenMP barrier waits for a descheduled thread (measured 20-50x slower
+# with 2 threads than with 1 on a shared 2-core box at d = 64, batch 256).
+SMALL_STEP_MACS = 2**20
+_threads_lock = threading.Lock()
+_threads_state = {"depth": 0, "saved": None}
+
+
+@contextmanager
+def small_problem_threads(enabled):
+    """Run torch single-threaded inside the block when ``enabled`` (restored after).
+
+    ``torch.set_num_threads`` is process-wide, so nested and concurrent blocks are counted
+    and the original setting comes back when the last one exits.
+    """
+    if not enabled:
+        yield
+        return
+    with _threads_lock:
+        if _threads_state["depth"] == 0:
+            _threads_state["saved"] = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _threads_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _threads_state["depth"] -= 1
+            if _threads_state["depth"] == 0:
+                torch.set_num_threads(_threads_state["saved"])
 
 
 @dataclass
@@ -173,7 +207,9 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
         if valid is not None:
             monitor = float(summary[-1])
             history["valid_loss"].append(monitor)
-        bar.set_postfix(loss=f"{values['loss']:.4g}", gap=f"{history['orthogonality_gap'][-1]:.3g}")
+        bar.set_postfix(
+            loss=f"{values['loss']:.4g}", gap=f"{history['orthogonality_gap'][-1]:.3g}"
+        )
         if monitor < best - config.tol:
             best, stall = monitor, 0
             if valid is not None:

@@ -49,11 +49,16 @@ class LambdaOrthMixin:
     parameter whose name matches ``lam_parameters`` (a glob; weights stored through a
     torch parametrisation are skipped, they are constrained already).
 
+    Beyond ``lam`` the penalty grows like ``N`` with unit weight, so how far the data loss
+    can push ``N`` past ``lam`` depends on the scale of that loss: train on embeddings
+    scaled to unit RMS row norm (as :class:`~sklearn_compat.LambdaOrthAligner` does
+    internally) for ``lam`` to mean the same on every data set.
+
     Parameters
     ----------
     lam : float, default=inf
         Threshold on ``N = ||W W^T - I||_F`` (smaller side); ``inf`` adds nothing.
-    lam_sharpness : float, default=1.0
+    lam_sharpness : float, default=10.0
         Slope of the sigmoid switch.
     lam_parameters : str, default="*weight"
         Glob over ``module_.named_parameters()`` names, e.g. ``"0.weight"``.
@@ -61,7 +66,9 @@ class LambdaOrthMixin:
         Passed on to the skorch net.
     """
 
-    def __init__(self, *args, lam=math.inf, lam_sharpness=1.0, lam_parameters="*weight", **kwargs):
+    def __init__(
+        self, *args, lam=math.inf, lam_sharpness=10.0, lam_parameters="*weight", **kwargs
+    ):
         super().__init__(*args, **kwargs)
         self.lam = lam
         self.lam_sharpness = lam_sharpness

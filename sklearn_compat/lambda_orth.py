@@ -21,7 +21,7 @@ from ._adapter import AffineAdapter
 from ._backend import no_tf32, resolve_device, to_torch, torch_generator
 from ._base import BaseAligner, apply_affine, pick_target
 from ._lambda_losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
-from ._lambda_train import TrainConfig, train_adapters
+from ._lambda_train import SMALL_STEP_MACS, TrainConfig, small_problem_threads, train_adapters
 from .procrustes import procrustes_from_cross
 
 __all__ = [
@@ -52,9 +52,9 @@ class LambdaOrthAligner(BaseAligner):
     distance from orthogonality: ``lam = 0`` gives a (softly) orthogonal map that keeps
     the new model's own geometry, like :class:`OrthogonalProcrustesAligner`, and
     ``lam = inf`` an unconstrained affine map that fits the old space best but distorts the
-    new one most.  In between, the fitted ``orthogonality_gap_`` settles near ``lam`` when
-    the data pull ``W`` away from orthogonality, and retrieval across the two models
-    (adapted new queries against the old gallery) typically peaks at a moderate ``lam``.
+    new one most.  In between, the fitted ``orthogonality_gap_`` rises to a little below
+    ``lam`` (by up to about 0.5 with the default ``sharpness``) when the data pull ``W``
+    away from orthogonality, or stays at the affine fit's own gap when that is smaller.
 
     Read more in METHODS.md, section 3.
 
@@ -193,7 +193,14 @@ class LambdaOrthAligner(BaseAligner):
     returns X's dtype.  A diverging fit (a non-finite epoch loss) raises
     ``FloatingPointError`` naming ``lr`` and ``lam``, and leaves no non-finite weights
     behind.  The strict variant's final ``W`` is projected onto the orthogonal matrices in
-    float64, so its gap is at rounding level.
+    float64, so its gap is at rounding level.  Its parametrisation moves continuously, so
+    it keeps the determinant sign of its start: one more reason to start at the Procrustes
+    solution, which picks the right one (a square "identity" start reaches rotations
+    only).
+
+    Small CPU problems (``batch_size * d_x * d_y`` up to about a million) train with one
+    torch thread, restored afterwards: at that size thread synchronisation costs more
+    than it saves, and on a loaded machine it is many times slower.
 
     Examples
     --------
@@ -359,11 +366,18 @@ class LambdaOrthAligner(BaseAligner):
         if warm:
             W0 = self.W_ * (x_scale / y_scale)
             b0 = self.bias_ / y_scale
+            if self.strict:
+                W0 = _polar(W0)  # a non-strict previous fit: start at its nearest isometry
         else:
             W0, b0 = self._initial_map(train[0], train[1], rng)
-        backward = AffineAdapter(
-            d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
-        ).to(device)
+        # torch's orthogonal parametrisation completes a rectangular start to a square
+        # matrix with torch.randn: seed it from random_state, without touching the
+        # caller's global torch RNG.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(rng.randint(0, 2**31 - 1)))
+            backward = AffineAdapter(
+                d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
+            ).to(device)
         forward = None
         if self.bidirectional:
             V0 = self.forward_W_ if warm else np.eye(d_y)
@@ -387,9 +401,11 @@ class LambdaOrthAligner(BaseAligner):
             verbose=int(self.verbose),
         )
         generator = torch_generator(rng, device)
-        history, n_epochs, best_epoch = train_adapters(
-            backward, forward, train, valid, config, generator, desc=type(self).__name__
-        )
+        small = device.type == "cpu" and self.batch_size * d_x * d_y <= SMALL_STEP_MACS
+        with small_problem_threads(small):
+            history, n_epochs, best_epoch = train_adapters(
+                backward, forward, train, valid, config, generator, desc=type(self).__name__
+            )
 
         Q = backward.weight.detach().cpu().double().numpy()
         if self.strict:
@@ -400,7 +416,7 @@ class LambdaOrthAligner(BaseAligner):
             else backward.bias.detach().cpu().double().numpy()
         )
         if warm:
-            history = {k: self.history_.get(k, []) + v for k, v in history.items()}
+            history = _concat_history(self.history_, history, self.n_epochs_)
             n_epochs += self.n_epochs_
         self.lam_ = lam
         self.x_scale_ = float(x_scale)
@@ -486,6 +502,15 @@ class LambdaOrthAligner(BaseAligner):
         return tags
 
 
+def _concat_history(previous, new, n_previous):
+    """Join two fits' histories; a key missing from one fit is NaN over its epochs."""
+    n_new = len(next(iter(new.values())))
+    keys = list(previous) + [k for k in new if k not in previous]
+    return {
+        k: previous.get(k, [math.nan] * n_previous) + new.get(k, [math.nan] * n_new) for k in keys
+    }
+
+
 def _rms_norm(T):
     """Root-mean-square row norm (1.0 for an all-zero or empty matrix)."""
     if T.shape[0] == 0:
@@ -496,7 +521,11 @@ def _rms_norm(T):
 
 def _scaled(part, x_scale, y_scale):
     X, Y, L = part
-    return X * (1.0 / x_scale), Y * (1.0 / y_scale), L
+    if x_scale != 1.0:
+        X = X * (1.0 / x_scale)
+    if y_scale != 1.0:
+        Y = Y * (1.0 / y_scale)
+    return X, Y, L
 
 
 def _cross(X, Y, mean_x, mean_y):

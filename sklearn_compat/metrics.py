@@ -1,49 +1,58 @@
 """Retrieval and compatibility metrics for aligned embeddings, and scorers.
 
-All similarity-based metrics use cosine similarity and run blockwise, so folds of 100k rows
-stay memory-bounded.
+Every similarity-based metric uses cosine similarity, runs with torch on ``device``
+("auto": CUDA when present) and works through blocks of queries under a memory budget, so
+folds of 100k rows never form an ``n x n`` matrix.  Ties count against the query
+throughout.  Inputs may be numpy arrays, pandas DataFrames or torch tensors.
+
+Paired retrieval (row ``i`` of one set is the partner of row ``i`` of the other):
+
+- :func:`paired_topk_accuracy` (optionally CSLS-ranked), :func:`mean_cosine_similarity`.
+
+Class-label retrieval (the protocol of compatible representation learning):
+
+- :func:`cmc_topk_accuracy`, :func:`mean_average_precision`: a query is excluded from its
+  own gallery when query set and gallery hold the same items;
+- :func:`backfilling_curve`, :func:`backfilling_auc`, :func:`backfilling_order`: the
+  metric while the gallery is re-embedded in stages.
+
+Geometry:
+
+- :func:`neighbourhood_preservation`: k-neighbourhoods kept by a map;
+- :func:`alignability`: the Gram-matrix diagnostic and Procrustes bounds.
+
+Model selection:
+
+- :func:`make_retrieval_scorer`, :func:`make_multi_retrieval_scorer`,
+  :func:`get_retrieval_scorer_names`.
 """
 
-import numpy as np
+from ._alignability import alignability
+from ._backfill import backfilling_auc, backfilling_curve, backfilling_order
+from ._retrieval import (
+    cmc_topk_accuracy,
+    mean_average_precision,
+    mean_cosine_similarity,
+    neighbourhood_preservation,
+    paired_topk_accuracy,
+)
+from ._scorers import (
+    get_retrieval_scorer_names,
+    make_multi_retrieval_scorer,
+    make_retrieval_scorer,
+)
 
-from ._ranking import paired_ranks
-
-__all__ = ["paired_topk_accuracy"]
-
-
-def paired_topk_accuracy(queries, gallery, k=1, *, sample_weight=None, device="auto"):
-    """Share of queries whose own gallery row is among their ``k`` nearest by cosine.
-
-    Row ``i`` of ``gallery`` is the partner of row ``i`` of ``queries`` (for an aligner:
-    ``queries = aligner.transform(X)``, ``gallery = Y``).  Ties count against the query.
-
-    Parameters
-    ----------
-    queries, gallery : array-like of shape (n, d)
-        Paired rows.
-    k : int, default=1
-        How many nearest gallery rows count as a hit.
-    sample_weight : array-like of shape (n,), default=None
-        Weights of the queries in the average.
-    device : str, default="auto"
-        Where to compute.
-
-    Returns
-    -------
-    float
-        Weighted share of hits, in [0, 1].
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_compat.metrics import paired_topk_accuracy
-    >>> Y = np.eye(4)
-    >>> paired_topk_accuracy(Y, Y)
-    1.0
-    >>> paired_topk_accuracy(Y[::-1], Y)
-    0.0
-    """
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}.")
-    hits = paired_ranks(queries, gallery, device=device) < k
-    return float(np.average(hits, weights=sample_weight))
+__all__ = [
+    "alignability",
+    "backfilling_auc",
+    "backfilling_curve",
+    "backfilling_order",
+    "cmc_topk_accuracy",
+    "get_retrieval_scorer_names",
+    "make_multi_retrieval_scorer",
+    "make_retrieval_scorer",
+    "mean_average_precision",
+    "mean_cosine_similarity",
+    "neighbourhood_preservation",
+    "paired_topk_accuracy",
+]

@@ -12,6 +12,8 @@ from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV, OrthogonalPro
 ESTIMATORS = [
     OrthogonalProcrustesAligner(),
     OrthogonalProcrustesAligner(center=True, scale=True, allow_reflection=False),
+    LambdaOrthAligner(),
+    LambdaOrthAligner(lam=0.0, strict=True, bidirectional=True, fit_intercept=False),
     LambdaOrthAlignerCV(
         lams=[0.0, np.inf], estimator=LambdaOrthAligner(max_epochs=2, random_state=0), cv=2
     ),
