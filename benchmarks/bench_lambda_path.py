@@ -58,10 +58,11 @@ def load_data(args):
     n, d = args.n or 4000, args.d
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n + n // 4, d), dtype=np.float32)
-    # A map that is mostly a rotation with a moderate stretch, so the best lam is finite.
+    # A rotation with a stretch, under enough noise that retrieval is far from perfect
+    # (at n=4000, d=64: held-out top-1 0.80 for Procrustes, 0.83 for least squares).
     Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
-    stretch = np.exp(0.3 * rng.standard_normal(d))
-    Y = X @ (Q * stretch) + 0.5 * rng.standard_normal((len(X), d)).astype(np.float32)
+    stretch = np.exp(0.6 * rng.standard_normal(d))
+    Y = X @ (Q * stretch) + 2.0 * rng.standard_normal((len(X), d)).astype(np.float32)
     X, Y = l2_normalise(X), l2_normalise(Y.astype(np.float32))
     desc = f"synthetic rotation + stretch + noise, {n} rows, d={d}"
     return X[:n], Y[:n], X[n:], Y[n:], desc
