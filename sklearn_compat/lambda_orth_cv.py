@@ -126,7 +126,7 @@ class LambdaOrthAlignerCV(BaseAligner):
     data prefer), and ``W`` then has to slide along the constraint surface to the shape
     the data prefer, driven only by the weak data gradient against the steep wall.  On
     the MNIST features (cnn_s0 -> mlp_s0, 5 folds, the default grid) the increasing path
-    trained 2.9 times fewer epochs than the decreasing one and 2.7 times fewer than
+    trained 2.5 times fewer epochs than the decreasing one and 2.2 times fewer than
     GridSearchCV's cold fits (``benchmarks/bench_lambda_path.py``; figures in
     benchmarks/RESULTS.md).  Carrying Adam's moments from one ``lam`` to the next made the
     increasing path slower (478 epochs instead of 296 on one fold), so each ``lam``
