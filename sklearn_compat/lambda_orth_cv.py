@@ -9,6 +9,7 @@ all rows with the best ``lam``.
 import math
 import time
 import warnings
+from numbers import Real
 
 import numpy as np
 from scipy.special import expit
@@ -21,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseAligner, pick_target
 from .lambda_orth import LambdaOrthAligner
+from .metrics import make_retrieval_scorer
 
 __all__ = ["LambdaOrthAlignerCV"]
 
@@ -333,8 +335,14 @@ class LambdaOrthAlignerCV(BaseAligner):
             out["n_epochs"][i] = model.n_epochs_ - epochs_before
             out["orthogonality_gap"][i] = model.orthogonality_gap_
             start = time.perf_counter()
-            out["score"][i] = scorer(model, test[0], test[1])
+            score = scorer(model, test[0], test[1])
             out["score_time"][i] = time.perf_counter() - start
+            if not isinstance(score, Real):
+                raise TypeError(
+                    f"scoring must return one number, got {type(score).__name__}; for "
+                    "several metrics at once use GridSearchCV with refit=<metric name>."
+                )
+            out["score"][i] = score
             last = (lam, i)
             self._report(fold, lam, out["score"][i], f"{int(out['n_epochs'][i])} epochs")
         return out
@@ -389,15 +397,7 @@ def _get_scorer(scoring):
         return lambda estimator, X, Y: estimator.score(X, Y)
     if callable(scoring):
         return scoring
-    from . import metrics
-
-    factory = getattr(metrics, "make_retrieval_scorer", None)
-    if factory is None:  # pragma: no cover - metrics without scorers
-        raise ValueError(
-            f"scoring={scoring!r} needs sklearn_compat.metrics.make_retrieval_scorer; pass "
-            "None or a callable scorer(estimator, X, Y) instead."
-        )
-    return factory(scoring)
+    return make_retrieval_scorer(scoring)
 
 
 def _cv_results(lams, record):

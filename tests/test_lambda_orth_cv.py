@@ -8,6 +8,7 @@ from sklearn.exceptions import FitFailedWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV, GroupKFold, KFold
 
 from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV, OrthogonalProcrustesAligner
+from sklearn_compat.metrics import make_multi_retrieval_scorer
 
 LAMS = [0.0, 0.5, 2.0, np.inf]
 CV = KFold(3, shuffle=True, random_state=0)
@@ -147,9 +148,6 @@ def test_callable_scoring_sees_each_lam(problem):
 
 
 def test_string_scoring(problem):
-    metrics = pytest.importorskip("sklearn_compat.metrics")
-    if not hasattr(metrics, "make_retrieval_scorer"):
-        pytest.skip("sklearn_compat.metrics has no scorers in this tree")
     X, Y = problem
     params = dict(estimator=small_aligner(), cv=2)
     default = LambdaOrthAlignerCV([0.0, np.inf], **params).fit(X, Y)
@@ -159,6 +157,9 @@ def test_string_scoring(problem):
     )
     with pytest.raises(ValueError, match="no_such_metric"):
         LambdaOrthAlignerCV([0.0], scoring="no_such_metric", **params).fit(X, Y)
+    several = make_multi_retrieval_scorer(["top1", "mean_cosine"])
+    with pytest.raises(TypeError, match="scoring must return one number, got dict"):
+        LambdaOrthAlignerCV([0.0], scoring=several, **params).fit(X, Y)
 
 
 class _FailsAtOne(LambdaOrthAligner):
