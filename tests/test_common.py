@@ -4,11 +4,13 @@ Expected failures are listed in ``EXPECTED_FAILED_CHECKS`` with their reasons; t
 empty when every check passes.
 """
 
+import numpy as np
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_compat import (
     AffineAligner,
     LambdaOrthAligner,
+    LambdaOrthAlignerCV,
     OrthogonalProcrustesAligner,
     RelativeAnchorEncoder,
 )
@@ -29,6 +31,9 @@ ESTIMATORS = [
     ),
     RelativeAnchorEncoder(
         n_anchors=3, anchors="kmeans_mixture", similarity="dot", normalize="l2", random_state=0
+    ),
+    LambdaOrthAlignerCV(
+        lams=[0.0, np.inf], estimator=LambdaOrthAligner(max_epochs=2, random_state=0), cv=2
     ),
 ]
 

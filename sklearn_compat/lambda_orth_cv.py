@@ -1,0 +1,423 @@
+"""Cross-validated choice of ``lam`` for LambdaOrthAligner along a warm-started path.
+
+``LambdaOrthAlignerCV`` is to ``GridSearchCV(LambdaOrthAligner(), {"lam": lams})`` what
+``LassoCV`` is to a grid search over ``alpha``: per fold it trains one aligner through the
+whole ``lam`` path, each ``lam`` starting from the previous one's weights, then refits on
+all rows with the best ``lam``.
+"""
+
+import math
+import time
+import warnings
+from numbers import Real
+
+import numpy as np
+from scipy.special import expit
+from scipy.stats import rankdata
+from sklearn.base import _fit_context, clone
+from sklearn.exceptions import FitFailedWarning, NotFittedError
+from sklearn.model_selection import check_cv
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import BaseAligner, pick_target
+from .lambda_orth import LambdaOrthAligner
+from .metrics import make_retrieval_scorer
+
+__all__ = ["LambdaOrthAlignerCV"]
+
+# The default grid in units of sqrt(d), d = min(d_x, d_y): ``N / sqrt(d)`` is the RMS
+# deviation of the squared singular values of W from 1, so these allow the same relative
+# distortion in any dimension.  0.5 is LambdaOrthAligner's "auto" and close to the
+# paper's lam = 12 at d = 512 (0.53); 2 is beyond what real feature pairs ask for, and inf
+# is the unregularised end.
+_DEFAULT_RELATIVE_LAMS = (0.0, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, math.inf)
+
+
+class LambdaOrthAlignerCV(BaseAligner):
+    """LambdaOrthAligner with ``lam`` chosen by cross-validation along a warm-started path.
+
+    For each fold, one :class:`LambdaOrthAligner` is trained through every ``lam`` of the
+    grid in turn, each fit starting from the weights of the previous ``lam`` (with a fresh
+    optimizer and the estimator's own early stopping), and scored on the held-out rows.
+    The ``lam`` with the best mean score is then refitted on all rows, from scratch, exactly
+    as ``LambdaOrthAligner(lam=lam_)`` would be; this object transforms with that map.
+    ``cv_results_`` has the layout of :class:`~sklearn.model_selection.GridSearchCV`'s.
+
+    Read more in METHODS.md, section 3.
+
+    Parameters
+    ----------
+    lams : array-like of float in [0, inf], default=None
+        The grid, in any order (``cv_results_`` keeps it); distinct values.  None uses
+        ``sqrt(d) * (0, 1/16, 1/8, 1/4, 1/2, 1, 2)`` and ``inf``, with
+        ``d = min(d_x, d_y)``: from orthogonal to unregularised, through
+        LambdaOrthAligner's ``"auto"`` value ``0.5 * sqrt(d)``.
+    estimator : LambdaOrthAligner, default=None
+        The training settings (every parameter but ``lam``, which the grid sets); None is
+        ``LambdaOrthAligner()``.  Cloned, never modified.  Fix its ``random_state`` for
+        repeatable results: every fit of a fold then holds out the same rows for early
+        stopping.
+    cv : int, cross-validation generator or iterable, default=None
+        As in :func:`~sklearn.model_selection.check_cv`: None is 5-fold ``KFold``, an int
+        the number of ``KFold`` folds.
+    scoring : None, str or callable, default=None
+        None is the estimator's ``score`` (paired top-1 cosine retrieval of the held-out
+        rows).  A callable is called as ``scoring(estimator, X_test, Y_test)`` and must
+        return a float, greater is better (e.g. a scorer from
+        ``sklearn_compat.metrics.make_retrieval_scorer``).  A str is a metric name of
+        ``sklearn_compat.metrics.make_retrieval_scorer`` such as ``"top5"``.
+    direction : {"increasing", "decreasing"}, default="increasing"
+        The order in which each fold walks the grid.  "increasing" (from orthogonal
+        towards the unregularised end) converges faster; see Notes.
+    refit : bool, default=True
+        Refit the best ``lam`` on all rows.  With False only ``cv_results_``, ``lam_``,
+        ``best_index_`` and ``best_score_`` are set and the object cannot transform.
+    verbose : int, default=0
+        Print one line per fold and ``lam`` when > 0.
+
+    Attributes
+    ----------
+    lam_ : float
+        The chosen ``lam``.
+    best_index_ : int
+        Its index in ``lams_`` and ``cv_results_``.
+    best_score_ : float
+        Its mean held-out score.
+    best_estimator_ : LambdaOrthAligner
+        The aligner refitted on all rows with ``lam_`` (``refit`` only).
+    W_ : ndarray of shape (n_features_in_, n_targets_)
+        ``best_estimator_.W_`` (``refit`` only).
+    bias_ : ndarray of shape (n_targets_,)
+        ``best_estimator_.bias_`` (``refit`` only).
+    orthogonality_gap_ : float
+        ``best_estimator_.orthogonality_gap_`` (``refit`` only).
+    lams_ : ndarray of shape (n_lams,)
+        The grid used (the default one resolved).
+    cv_results_ : dict of ndarrays
+        As GridSearchCV's (``pandas.DataFrame(cv_results_)`` tabulates it), one row per
+        ``lam`` in the order of ``lams_``: ``param_lam``, ``params``,
+        ``split{k}_test_score``, ``mean_test_score``, ``std_test_score``,
+        ``rank_test_score``, ``mean_fit_time``, ``std_fit_time``, ``mean_score_time``,
+        ``std_score_time``, and ``mean_n_epochs`` (epochs trained at that ``lam`` per
+        fold, 0 where the previous fit was reused, see Notes) and
+        ``mean_orthogonality_gap``.
+    n_splits_ : int
+        Number of folds.
+    refit_time_ : float
+        Seconds spent refitting (``refit`` only).
+    n_features_in_ : int
+        Width of X.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of X, when X was a DataFrame with string columns.
+
+    See Also
+    --------
+    LambdaOrthAligner : the aligner with a fixed ``lam``.
+    sklearn.model_selection.GridSearchCV : the same search, one cold fit per ``lam``.
+
+    Notes
+    -----
+    Direction.  ``lam`` bounds the distance ``N = ||W W^T - I||_F`` from orthogonality;
+    training starts at the orthogonal Procrustes map (the ``lam = 0`` end), and the fitted
+    ``N`` grows with ``lam`` until the data ask for no more.  Walking the grid upwards,
+    each relaxation lets ``W`` move on along the data's own gradient, from the optimum of
+    the tighter problem, which already has the right shape; the penalty wall trails
+    behind.  Walking downwards, the wall pushes ``W`` back inside within a few epochs, but
+    along the gradient of ``N`` (shrinking the most stretched directions, whatever the
+    data prefer), and ``W`` then has to slide along the constraint surface to the shape
+    the data prefer, driven only by the weak data gradient against the steep wall.  On
+    the MNIST features (cnn_s0 -> mlp_s0, 5 folds, the default grid) the increasing path
+    trained 2.5 times fewer epochs than the decreasing one and 2.2 times fewer than
+    GridSearchCV's cold fits (``benchmarks/bench_lambda_path.py``; figures in
+    benchmarks/RESULTS.md).  Carrying Adam's moments from one ``lam`` to the next made the
+    increasing path slower (478 epochs instead of 296 on one fold), so each ``lam``
+    starts with a fresh optimizer.
+
+    Reuse.  When the penalty, at the current ``W``, is negligible both at the ``lam`` it
+    was fitted with and at the next one (its value times ``sharpness`` below the
+    estimator's ``tol``), the two problems coincide near ``W`` and the next ``lam`` reuses
+    the fit and its scores instead of training again.  This covers the large ``lam``
+    values (and ``inf``) beyond the gap the data ask for, and every ``lam`` when
+    ``strict=True``.  Tied mean scores are ranked as GridSearchCV ranks them (the first in
+    ``lams_`` wins), so list the grid in increasing order to prefer the more orthogonal
+    map among equals.
+
+    Each step of the path is a ``LambdaOrthAligner.fit`` with ``warm_start=True``, so a
+    fold's rows are validated and copied to the device once per ``lam``; next to the
+    epochs this is not measurable on the CPU (at equal epochs the path and GridSearchCV
+    take the same time), and the saving is all in the epochs.
+
+    Compared with GridSearchCV over the same grid and folds the picks agree or score the
+    same; the scores of one ``lam`` differ in the last digits because early stopping ends
+    a warm-started fit at a slightly different point.  A fit that diverges (a
+    ``FloatingPointError`` from the estimator) scores NaN with a ``FitFailedWarning``,
+    as in GridSearchCV, and the path goes on from the last good weights.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 8))
+    >>> A = np.eye(8) + 0.5 * rng.normal(size=(8, 8))
+    >>> Y = X @ A + 0.05 * rng.normal(size=(600, 8))
+    >>> search = LambdaOrthAlignerCV(
+    ...     lams=[0.0, 1.0, np.inf],
+    ...     estimator=LambdaOrthAligner(max_epochs=20, random_state=0),
+    ...     cv=3,
+    ... ).fit(X, Y)
+    >>> search.lam_
+    inf
+    >>> sorted(search.cv_results_)[:4]
+    ['mean_fit_time', 'mean_n_epochs', 'mean_orthogonality_gap', 'mean_score_time']
+    >>> search.transform(X).shape
+    (600, 8)
+    """
+
+    _parameter_constraints: dict = {
+        "lams": ["array-like", None],
+        "estimator": [LambdaOrthAligner, None],
+        "cv": ["cv_object"],
+        "scoring": [None, str, callable],
+        "direction": [StrOptions({"increasing", "decreasing"})],
+        "refit": ["boolean"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        lams=None,
+        *,
+        estimator=None,
+        cv=None,
+        scoring=None,
+        direction="increasing",
+        refit=True,
+        verbose=0,
+    ):
+        self.lams = lams
+        self.estimator = estimator
+        self.cv = cv
+        self.scoring = scoring
+        self.direction = direction
+        self.refit = refit
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, Y=None, labels=None, *, y=None, groups=None):
+        """Score every ``lam`` on every fold along the path, then refit the best.
+
+        Parameters
+        ----------
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
+            Source embeddings (the new model's).
+        Y : array-like or torch.Tensor of shape (n_samples, n_targets)
+            Target embeddings of the same items in the same row order (the old model's).
+        labels : array-like of shape (n_samples,), default=None
+            Class labels passed on to every ``LambdaOrthAligner.fit`` (supervised
+            contrastive term), split with the folds.
+        y : array-like, default=None
+            Alias of ``Y`` under scikit-learn's usual name.
+        groups : array-like of shape (n_samples,), default=None
+            Group labels for a group-aware ``cv`` splitter.
+
+        Returns
+        -------
+        self : object
+            Fitted search.
+        """
+        Y = pick_target(Y, y)
+        X, Y = self._validate_pair(X, Y, reset=True)
+        if labels is not None:
+            labels = np.asarray(labels)
+            if labels.ndim != 1 or labels.shape[0] != X.shape[0]:
+                raise ValueError(
+                    f"labels must be 1-d with one entry per row of X ({X.shape[0]}), got "
+                    f"shape {labels.shape}."
+                )
+        base = LambdaOrthAligner() if self.estimator is None else self.estimator
+        lams = self._check_lams(min(X.shape[1], Y.shape[1]))
+        scorer = _get_scorer(self.scoring)
+        cv = check_cv(self.cv, Y, classifier=False)
+        splits = list(cv.split(X, Y, groups))
+        descending = self.direction == "decreasing"
+        path = np.argsort(-lams if descending else lams, kind="stable")
+
+        folds = [
+            self._fold_path(
+                clone(base).set_params(warm_start=True),
+                (X[train], Y[train], None if labels is None else labels[train]),
+                (X[test], Y[test]),
+                lams,
+                path,
+                scorer,
+                fold=f"{k + 1}/{len(splits)}",
+            )
+            for k, (train, test) in enumerate(splits)
+        ]
+        # (n_splits, n_lams) arrays of each recorded quantity
+        record = {key: np.array([fold[key] for fold in folds]) for key in folds[0]}
+        scores = record["score"]
+
+        if np.all(np.isnan(scores)):
+            raise ValueError(
+                "Every fit of the path failed (see the FitFailedWarning messages); lower "
+                "the estimator's lr or check the inputs."
+            )
+        self.lams_ = lams
+        self.n_splits_ = len(splits)
+        self.cv_results_ = _cv_results(lams, record)
+        self.best_index_ = int(np.argmin(self.cv_results_["rank_test_score"]))
+        self.lam_ = float(lams[self.best_index_])
+        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
+
+        for attr in ("best_estimator_", "W_", "bias_", "orthogonality_gap_", "refit_time_"):
+            self.__dict__.pop(attr, None)
+        if self.refit:
+            start = time.perf_counter()
+            best = clone(base).set_params(lam=self.lam_).fit(X, Y, labels=labels)
+            self.refit_time_ = time.perf_counter() - start
+            self.best_estimator_ = best
+            self.W_ = best.W_
+            self.bias_ = best.bias_
+            self.orthogonality_gap_ = best.orthogonality_gap_
+        return self
+
+    def _check_lams(self, d):
+        if self.lams is None:
+            return np.sqrt(d) * np.asarray(_DEFAULT_RELATIVE_LAMS)
+        try:
+            lams = np.asarray(self.lams, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"lams must be an array of numbers, got {self.lams!r}.") from None
+        if lams.ndim != 1 or lams.size == 0:
+            raise ValueError(f"lams must be a non-empty 1-d list of numbers, got {self.lams!r}.")
+        if np.any(np.isnan(lams)) or np.any(lams < 0):
+            raise ValueError(f"lams must lie in [0, inf], got {self.lams!r}.")
+        if np.unique(lams).size != lams.size:
+            raise ValueError(f"lams has repeated values: {self.lams!r}.")
+        return lams
+
+    def _fold_path(self, model, train, test, lams, path, scorer, *, fold):
+        """Walk one fold's ``model`` through ``lams[path]``; per-lam arrays in grid order."""
+        n_lams = len(lams)
+        out = {
+            "score": np.full(n_lams, np.nan),
+            "fit_time": np.zeros(n_lams),
+            "score_time": np.zeros(n_lams),
+            "n_epochs": np.zeros(n_lams),
+            "orthogonality_gap": np.full(n_lams, np.nan),
+        }
+        last = None  # (lam, index) of the fit the model's weights come from
+        for i in path:
+            lam = float(lams[i])
+            if last is not None and _reusable(model, last[0], lam):
+                # The same problem near W as the last fitted lam: reuse its fit and scores.
+                out["score"][i] = out["score"][last[1]]
+                out["orthogonality_gap"][i] = out["orthogonality_gap"][last[1]]
+                self._report(fold, lam, out["score"][i], "reused")
+                continue
+            epochs_before = getattr(model, "n_epochs_", 0)
+            start = time.perf_counter()
+            try:
+                model.set_params(lam=lam).fit(train[0], train[1], labels=train[2])
+            except FloatingPointError as exc:
+                # As GridSearchCV's error_score=nan; the model keeps its last good weights.
+                warnings.warn(
+                    f"Fold {fold} failed at lam={lam:g} and scores NaN: {exc}",
+                    FitFailedWarning,
+                    stacklevel=3,
+                )
+                out["fit_time"][i] = time.perf_counter() - start
+                continue
+            out["fit_time"][i] = time.perf_counter() - start
+            out["n_epochs"][i] = model.n_epochs_ - epochs_before
+            out["orthogonality_gap"][i] = model.orthogonality_gap_
+            start = time.perf_counter()
+            score = scorer(model, test[0], test[1])
+            out["score_time"][i] = time.perf_counter() - start
+            if not isinstance(score, Real):
+                raise TypeError(
+                    f"scoring must return one number, got {type(score).__name__}; for "
+                    "several metrics at once use GridSearchCV with refit=<metric name>."
+                )
+            out["score"][i] = score
+            last = (lam, i)
+            self._report(fold, lam, out["score"][i], f"{int(out['n_epochs'][i])} epochs")
+        return out
+
+    def _report(self, fold, lam, score, how):
+        if self.verbose:
+            print(f"[LambdaOrthAlignerCV] fold {fold} lam={lam:g}: score={score:.4f} ({how})")
+
+    # ------------------------------------------------------------------ transforms
+    def _affine_map(self):
+        if not hasattr(self, "W_"):
+            raise NotFittedError(
+                "This LambdaOrthAlignerCV was fitted with refit=False, so it has no map; "
+                "fit LambdaOrthAligner(lam=search.lam_) or use refit=True."
+            )
+        return self.W_, self.bias_
+
+    def _compute_device(self):
+        check_is_fitted(self)
+        if hasattr(self, "best_estimator_"):
+            return self.best_estimator_._compute_device()
+        return super()._compute_device()
+
+    @property
+    def n_targets_(self):
+        """Dimension of Y's space (the width of ``transform``'s output)."""
+        check_is_fitted(self)
+        self._affine_map()
+        return self.W_.shape[1]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+def _reusable(model, fitted_lam, lam):
+    """Whether ``model``, fitted at ``fitted_lam``, is also a fit for ``lam``."""
+    gap, sharpness, tol = model.orthogonality_gap_, model.sharpness, model.tol
+    if model.strict:
+        return True  # lam is unused
+    # The penalty sigmoid(s (N - lam)) N and its slope (at most about s times the value)
+    # must both be negligible against the smallest loss change early stopping counts.
+    return all(
+        math.isinf(value) or expit(sharpness * (gap - value)) * gap * max(1.0, sharpness) <= tol
+        for value in (fitted_lam, lam)
+    )
+
+
+def _get_scorer(scoring):
+    if scoring is None:
+        return lambda estimator, X, Y: estimator.score(X, Y)
+    if callable(scoring):
+        return scoring
+    return make_retrieval_scorer(scoring)
+
+
+def _cv_results(lams, record):
+    """GridSearchCV's ``cv_results_`` layout for one parameter, from (n_splits, n_lams)."""
+    scores = record["score"]
+    results = {
+        "param_lam": np.ma.MaskedArray(lams.copy(), mask=False),
+        "params": [{"lam": float(lam)} for lam in lams],
+    }
+    for k in range(scores.shape[0]):
+        results[f"split{k}_test_score"] = scores[k]
+    mean = scores.mean(axis=0)
+    results["mean_test_score"] = mean
+    results["std_test_score"] = scores.std(axis=0)
+    # As GridSearchCV: ties share the best rank, NaN ranks last.
+    filled = np.where(np.isnan(mean), -np.inf, mean)
+    results["rank_test_score"] = rankdata(-filled, method="min").astype(np.int32)
+    for name in ("fit_time", "score_time"):
+        results[f"mean_{name}"] = record[name].mean(axis=0)
+        results[f"std_{name}"] = record[name].std(axis=0)
+    results["mean_n_epochs"] = record["n_epochs"].mean(axis=0)
+    results["mean_orthogonality_gap"] = record["orthogonality_gap"].mean(axis=0)
+    return results

@@ -1,0 +1,249 @@
+"""LambdaOrthAlignerCV: the warm-started lam path against GridSearchCV, results layout, refit."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import ortho_group
+from sklearn.exceptions import FitFailedWarning, NotFittedError
+from sklearn.model_selection import GridSearchCV, GroupKFold, KFold
+
+from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV, OrthogonalProcrustesAligner
+from sklearn_compat.metrics import make_multi_retrieval_scorer
+
+LAMS = [0.0, 0.5, 2.0, np.inf]
+CV = KFold(3, shuffle=True, random_state=0)
+
+
+def small_aligner(**params):
+    defaults = dict(max_epochs=15, batch_size=64, lr=1e-2, random_state=0)
+    return LambdaOrthAligner(**{**defaults, **params})
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """A pair whose best map is clearly not orthogonal: Y = X A + noise, A stretched."""
+    rng = np.random.default_rng(0)
+    n, d = 360, 6
+    X = rng.normal(size=(n, d))
+    stretch = np.diag(np.linspace(0.4, 1.6, d))
+    A = ortho_group.rvs(d, random_state=0) @ stretch @ ortho_group.rvs(d, random_state=1)
+    Y = X @ A + 0.3 * rng.normal(size=(n, d))
+    return X, Y
+
+
+@pytest.fixture(scope="module")
+def grid_search(problem):
+    X, Y = problem
+    return GridSearchCV(small_aligner(), {"lam": LAMS}, cv=CV).fit(X, Y)
+
+
+@pytest.fixture(scope="module")
+def path_searches(problem):
+    X, Y = problem
+    return {
+        direction: LambdaOrthAlignerCV(
+            LAMS, estimator=small_aligner(), cv=CV, direction=direction
+        ).fit(X, Y)
+        for direction in ("increasing", "decreasing")
+    }
+
+
+@pytest.mark.parametrize("direction", ["increasing", "decreasing"])
+def test_pick_scores_as_well_as_grid_search(grid_search, path_searches, direction):
+    search = path_searches[direction]
+    grid_scores = grid_search.cv_results_["mean_test_score"]
+    # The grid matters on this problem (orthogonal is clearly worse than the best), and
+    # the pick is one GridSearchCV rates best, up to one test row per fold of 120.
+    assert grid_scores.max() - grid_scores[0] > 0.05
+    assert grid_scores[search.best_index_] >= grid_search.best_score_ - 1 / 120
+    assert search.best_score_ >= grid_search.best_score_ - 1 / 120
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"], grid_scores, atol=0.03)
+
+
+@pytest.mark.parametrize("direction", ["increasing", "decreasing"])
+def test_first_lam_of_the_path_is_the_cold_fit(grid_search, path_searches, direction):
+    # Each fold's path starts with a cold fit, identical to GridSearchCV's fit of that lam.
+    first = 0 if direction == "increasing" else len(LAMS) - 1
+    search = path_searches[direction]
+    for k in range(3):
+        key = f"split{k}_test_score"
+        assert search.cv_results_[key][first] == grid_search.cv_results_[key][first]
+
+
+def test_cv_results_layout(problem, path_searches, grid_search):
+    search = path_searches["increasing"]
+    results = search.cv_results_
+    expected = {key for key in grid_search.cv_results_ if "train" not in key}
+    assert expected <= set(results)
+    assert {"mean_n_epochs", "mean_orthogonality_gap"} <= set(results)
+    np.testing.assert_array_equal(results["param_lam"], LAMS)
+    assert results["params"] == [{"lam": lam} for lam in LAMS]
+    splits = np.array([results[f"split{k}_test_score"] for k in range(3)])
+    np.testing.assert_allclose(results["mean_test_score"], splits.mean(axis=0))
+    np.testing.assert_allclose(results["std_test_score"], splits.std(axis=0))
+    assert results["rank_test_score"][search.best_index_] == 1
+    assert search.best_score_ == results["mean_test_score"].max()
+    assert search.lam_ == LAMS[search.best_index_]
+    assert search.n_splits_ == 3
+    frame = pd.DataFrame(results)
+    assert frame.shape[0] == len(LAMS)
+    # The gap grows along the path (up to training noise) and lam = 0 stays orthogonal.
+    gaps = results["mean_orthogonality_gap"]
+    assert gaps[0] < 0.1 < gaps[2]
+
+
+def test_grid_order_is_kept_and_ties_rank_like_grid_search(problem):
+    X, Y = problem
+    lams = [2.0, 0.0, 1e3, np.inf]
+    search = LambdaOrthAlignerCV(lams, estimator=small_aligner(), cv=CV).fit(X, Y)
+    np.testing.assert_array_equal(search.cv_results_["param_lam"], lams)
+    # Nothing pulls W anywhere near N = 1000: lam=inf reuses the lam=1e3 fit (no epochs)
+    # and ties with it; the first of the tied values in the grid wins.
+    results = search.cv_results_
+    assert results["mean_n_epochs"][3] == 0 and results["mean_n_epochs"][2] > 0
+    assert results["mean_test_score"][3] == results["mean_test_score"][2]
+    assert results["rank_test_score"][3] == results["rank_test_score"][2]
+    if results["rank_test_score"][2] == 1:
+        assert search.lam_ == 1e3
+
+
+def test_refit_is_the_aligner_with_the_chosen_lam(problem, path_searches):
+    X, Y = problem
+    search = path_searches["increasing"]
+    reference = small_aligner(lam=search.lam_).fit(X, Y)
+    np.testing.assert_array_equal(search.W_, reference.W_)
+    np.testing.assert_array_equal(search.bias_, reference.bias_)
+    assert search.orthogonality_gap_ == reference.orthogonality_gap_
+    assert search.best_estimator_.lam == search.lam_
+    np.testing.assert_allclose(search.transform(X), reference.transform(X))
+    assert search.score(X, Y) == reference.score(X, Y)
+
+
+def test_strict_reuses_the_first_fit_for_every_lam(problem):
+    X, Y = problem
+    search = LambdaOrthAlignerCV(
+        [0.0, 1.0, np.inf], estimator=small_aligner(strict=True), cv=2
+    ).fit(X, Y)
+    results = search.cv_results_
+    np.testing.assert_array_equal(results["mean_n_epochs"][1:], 0)
+    assert len(set(results["mean_test_score"])) == 1
+    assert search.lam_ == 0.0
+
+
+def test_callable_scoring_sees_each_lam(problem):
+    X, Y = problem
+    seen = []
+
+    def scoring(estimator, X_test, Y_test):
+        seen.append(estimator.lam)
+        return -estimator.orthogonality_gap_  # prefer the most orthogonal fit
+
+    search = LambdaOrthAlignerCV(LAMS, estimator=small_aligner(), cv=2, scoring=scoring)
+    search.fit(X, Y)
+    assert seen == LAMS * 2
+    assert search.lam_ == 0.0
+    np.testing.assert_allclose(
+        search.cv_results_["mean_test_score"], -search.cv_results_["mean_orthogonality_gap"]
+    )
+
+
+def test_string_scoring(problem):
+    X, Y = problem
+    params = dict(estimator=small_aligner(), cv=2)
+    default = LambdaOrthAlignerCV([0.0, np.inf], **params).fit(X, Y)
+    top1 = LambdaOrthAlignerCV([0.0, np.inf], scoring="top1", **params).fit(X, Y)
+    np.testing.assert_allclose(
+        top1.cv_results_["mean_test_score"], default.cv_results_["mean_test_score"]
+    )
+    with pytest.raises(ValueError, match="no_such_metric"):
+        LambdaOrthAlignerCV([0.0], scoring="no_such_metric", **params).fit(X, Y)
+    several = make_multi_retrieval_scorer(["top1", "mean_cosine"])
+    with pytest.raises(TypeError, match="scoring must return one number, got dict"):
+        LambdaOrthAlignerCV([0.0], scoring=several, **params).fit(X, Y)
+
+
+class _FailsAtOne(LambdaOrthAligner):
+    """Diverges (as a too-large lr would) whenever lam == 1."""
+
+    def fit(self, X, Y=None, labels=None, *, y=None):
+        if self.lam == 1.0:
+            raise FloatingPointError("Training diverged (test double)")
+        return super().fit(X, Y, labels, y=y)
+
+
+def test_a_diverging_lam_scores_nan_and_the_path_goes_on(problem):
+    X, Y = problem
+    estimator = _FailsAtOne(max_epochs=5, random_state=0)
+    with pytest.warns(FitFailedWarning, match="lam=1"):
+        search = LambdaOrthAlignerCV([0.0, 1.0, 2.0], estimator=estimator, cv=2).fit(X, Y)
+    scores = search.cv_results_["mean_test_score"]
+    assert np.isnan(scores[1]) and np.all(np.isfinite(scores[[0, 2]]))
+    assert search.cv_results_["rank_test_score"][1] == 3
+    assert search.lam_ != 1.0
+    with pytest.warns(FitFailedWarning), pytest.raises(ValueError, match="Every fit"):
+        LambdaOrthAlignerCV([1.0], estimator=estimator, cv=2).fit(X, Y)
+
+
+def test_labels_and_groups_are_passed_on(problem):
+    X, Y = problem
+    labels = np.arange(X.shape[0]) % 4
+    groups = np.arange(X.shape[0]) % 3
+    search = LambdaOrthAlignerCV([0.0, np.inf], estimator=small_aligner(), cv=GroupKFold(3))
+    search.fit(X, Y, labels=labels, groups=groups)
+    assert search.n_splits_ == 3
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    reference = small_aligner(lam=search.lam_).fit(X, Y, labels=labels)
+    np.testing.assert_array_equal(search.W_, reference.W_)
+    with pytest.raises(ValueError, match="labels must be 1-d with one entry per row"):
+        search.fit(X, Y, labels=labels[:-1], groups=groups)
+
+
+def test_default_grid_scales_with_the_dimension(problem):
+    X, Y = problem
+    search = LambdaOrthAlignerCV(estimator=small_aligner(max_epochs=2), cv=2).fit(X, Y[:, :4])
+    lams = search.lams_
+    assert lams[0] == 0.0 and np.isinf(lams[-1])
+    np.testing.assert_allclose(lams[4], 0.5 * np.sqrt(4))  # LambdaOrthAligner's "auto"
+    assert np.all(np.diff(lams) > 0)
+
+
+def test_refit_false_has_no_map(problem):
+    X, Y = problem
+    search = LambdaOrthAlignerCV([0.0, 1.0], estimator=small_aligner(), cv=2, refit=False)
+    search.fit(X, Y)
+    assert search.lam_ in (0.0, 1.0)
+    assert not hasattr(search, "best_estimator_") and not hasattr(search, "W_")
+    with pytest.raises(NotFittedError, match="refit=False"):
+        search.transform(X)
+
+
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        ({"lams": []}, ValueError, "non-empty"),
+        ({"lams": [[0.0, 1.0]]}, ValueError, "1-d"),
+        ({"lams": [1.0, -1.0]}, ValueError, r"\[0, inf\]"),
+        ({"lams": [1.0, np.nan]}, ValueError, r"\[0, inf\]"),
+        ({"lams": [1.0, 2.0, 1.0]}, ValueError, "repeated"),
+        ({"lams": ["a", "b"]}, TypeError, "array of numbers"),
+        ({"lams": "0 1"}, ValueError, "'lams' parameter"),
+        ({"estimator": OrthogonalProcrustesAligner()}, ValueError, "'estimator' parameter"),
+        ({"direction": "up"}, ValueError, "'direction' parameter"),
+        ({"cv": "five"}, ValueError, "'cv' parameter"),
+        ({"estimator": LambdaOrthAligner(lr=-1.0)}, ValueError, "'lr' parameter"),
+    ],
+)
+def test_bad_params(problem, params, error, match):
+    X, Y = problem
+    with pytest.raises(error, match=match):
+        LambdaOrthAlignerCV(**params).fit(X[:40], Y[:40])
+
+
+def test_y_alias_and_mismatched_rows(problem):
+    X, Y = problem
+    params = dict(lams=[0.0], estimator=small_aligner(max_epochs=2), cv=2)
+    a = LambdaOrthAlignerCV(**params).fit(X, Y)
+    b = LambdaOrthAlignerCV(**params).fit(X, y=Y)
+    np.testing.assert_array_equal(a.W_, b.W_)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        LambdaOrthAlignerCV(**params).fit(X, Y[:-1])
