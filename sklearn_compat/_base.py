@@ -1,5 +1,7 @@
 """The aligner base class: validation of paired inputs, tags, score and feature names."""
 
+import contextlib
+
 import numpy as np
 import torch
 from sklearn import config_context
@@ -55,8 +57,8 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             return self._validate_tensor_pair(
                 X, Y, reset=reset, ensure_all_finite=ensure_all_finite
             )
-        X = as_numpy_input(X)
-        Y = as_numpy_input(Y)
+        X = _checked_input(X, "X")
+        Y = _checked_input(Y, "Y")
         target_names = None
         if reset and hasattr(Y, "columns"):
             columns = np.asarray(Y.columns, dtype=object)
@@ -64,7 +66,10 @@ class BaseAligner(TransformerMixin, BaseEstimator):
                 target_names = columns
         # scikit-learn always scans y for NaN/inf; assume_finite is its switch for both
         # (None leaves the user's setting as it is).
-        with config_context(assume_finite=None if ensure_all_finite else True):
+        with (
+            config_context(assume_finite=None if ensure_all_finite else True),
+            one_line_errors(),
+        ):
             X, Y = validate_data(
                 self,
                 X,
@@ -123,14 +128,18 @@ class BaseAligner(TransformerMixin, BaseEstimator):
     def _validate_X(self, X):
         """Validate input of an already-fitted aligner (width must match fit)."""
         check_is_fitted(self)
-        return validate_data(self, as_numpy_input(X), reset=False, dtype=FLOAT_DTYPES)
+        with one_line_errors():
+            return validate_data(self, _checked_input(X, "X"), reset=False, dtype=FLOAT_DTYPES)
 
     def _validate_target(self, Y, name="Y"):
         """Validate a matrix that lives in Y's space (width ``n_targets_``)."""
         check_is_fitted(self)
         if Y is None:
             raise ValueError(f"{type(self).__name__} needs {name}, the target embeddings.")
-        Y = check_array(as_numpy_input(Y), dtype=FLOAT_DTYPES, ensure_2d=False, input_name=name)
+        with one_line_errors():
+            Y = check_array(
+                _checked_input(Y, name), dtype=FLOAT_DTYPES, ensure_2d=False, input_name=name
+            )
         if Y.ndim == 1:
             Y = Y.reshape(-1, 1)
         if Y.shape[1] != self.n_targets_:
@@ -271,6 +280,51 @@ def _float_tensor(data, name, dtype=None, allow_1d=False):
         else:
             dtype = data.dtype
     return data.to(dtype)
+
+
+def _checked_input(data, name):
+    """``as_numpy_input`` plus the refusals scikit-learn words badly for our inputs.
+
+    ``None`` would otherwise be reported as "a scalar array nan", and complex data with the
+    whole array printed after the message.
+    """
+    if data is None:
+        raise ValueError(
+            f"{name} is None: pass a 2-d array of embeddings (n_samples, n_features)."
+        )
+    if isinstance(data, torch.Tensor) and data.is_complex():
+        raise ValueError(f"Complex data not supported: {name} is a {data.dtype} tensor.")
+    data = as_numpy_input(data)
+    if hasattr(data, "columns"):  # a DataFrame: its columns' dtypes
+        dtypes = list(data.dtypes)
+    else:
+        dtypes = [getattr(data, "dtype", None)]
+    for dtype in dtypes:
+        if isinstance(dtype, np.dtype) and dtype.kind == "c":
+            raise ValueError(f"Complex data not supported: {name} has dtype {dtype}.")
+    return data
+
+
+@contextlib.contextmanager
+def one_line_errors():
+    """Cut scikit-learn's multi-line validation messages down to their first line.
+
+    Its messages go on to print the offending array, or to recommend estimators that
+    handle missing values natively, neither of which helps with an embedding map; the
+    first line says what is wrong (and keeps the words its estimator checks look for).
+    """
+    try:
+        yield
+    except ValueError as exc:
+        message = str(exc).strip()
+        first = message.splitlines()[0].rstrip(":") if message else message
+        if first.startswith("Expected 2D array, got 1D array"):
+            first += ": Reshape your data with .reshape(1, -1) if it holds a single row"
+        # DESIGN names the target Y; scikit-learn's check_X_y calls it y.
+        first = first.replace("Input y ", "Input Y ")
+        if first == message:
+            raise
+        raise ValueError(first) from None
 
 
 def raise_not_finite(X, Y):
