@@ -204,6 +204,22 @@ def _missing_id_column(spec, columns, path):
     return InputError(f"no id column {spec.id_column!r} (columns: {shown})", path=path)
 
 
+def _mostly_numbers(values):
+    """Whether a text column is an embedding column with some bad cells.
+
+    More than half of its values being numbers means a corrupt or stray cell (``"oops"``,
+    ``"1,5"``) in an embedding column, which must be reported where it is rather than
+    silently drop the whole dimension; a metadata column (titles, tags) stays text.
+    """
+    if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return False
+    present = values.dropna()
+    if present.empty:
+        return False
+    parsed = pd.to_numeric(present.astype(str), errors="coerce").notna()
+    return bool(parsed.sum() * 2 > len(present))
+
+
 def _check_numeric(chosen, numeric, type_of, path):
     for name in chosen:
         if name not in numeric:
@@ -233,8 +249,11 @@ class _CsvReader(TableReader):
         numeric = [
             c
             for c in columns
-            if pd.api.types.is_numeric_dtype(sample[c])
-            and not pd.api.types.is_bool_dtype(sample[c])
+            if (
+                pd.api.types.is_numeric_dtype(sample[c])
+                and not pd.api.types.is_bool_dtype(sample[c])
+            )
+            or (c != spec.id_column and _mostly_numbers(sample[c]))
         ]
         list_like = [
             c
