@@ -438,7 +438,12 @@ class LambdaOrthAligner(BaseAligner):
     def _encode_labels(self, labels, n):
         if labels is None:
             return None
-        labels = column_or_1d(np.asarray(labels), warn=True)
+        labels = np.asarray(labels)
+        if labels.ndim != 1 and not (labels.ndim == 2 and labels.shape[1] == 1):
+            raise ValueError(
+                f"labels must be 1-d, one class label per row; got shape {labels.shape}."
+            )
+        labels = column_or_1d(labels, warn=True)
         if labels.shape[0] != n:
             raise ValueError(
                 f"labels has {labels.shape[0]} entries, but X has {n} rows; pass one "
@@ -515,7 +520,9 @@ def _rms_norm(T):
     """Root-mean-square row norm (1.0 for an all-zero or empty matrix)."""
     if T.shape[0] == 0:
         return 1.0
-    value = float(torch.linalg.vector_norm(T, dim=1).double().pow(2).mean().sqrt())
+    # In float64: squared norms of float32 rows overflow from about 1e19 and underflow
+    # below 1e-19, which would silently turn the rescaling off for such embeddings.
+    value = float(torch.linalg.vector_norm(T, dim=1, dtype=torch.float64).pow(2).mean().sqrt())
     return value if value > 0 and math.isfinite(value) else 1.0
 
 

@@ -311,6 +311,23 @@ def test_bad_inputs(rng):
         LambdaOrthAligner(early_stopping=True, validation_fraction=0.001).fit(X, Y)
     with pytest.raises(TypeError, match="not both"):
         LambdaOrthAligner().fit(X, Y, y=Y)
+    with pytest.raises(ValueError, match=r"labels must be 1-d.*\(50, 2\)"):
+        LambdaOrthAligner(max_epochs=1).fit(X, Y, labels=np.zeros((50, 2)))
+
+
+@pytest.mark.parametrize("factor", [1e25, 1e-25])
+def test_rescaling_works_for_extreme_float32_scales(rng, factor):
+    # Squared row norms of such float32 rows overflow (or underflow) in float32; the scales
+    # used to fall back to 1.0 silently, so training diverged or learnt nothing.
+    X, Y = planted_affine(rng, n=300)
+    params = dict(lam=1.0, max_epochs=3, early_stopping=False, random_state=0)
+    base = LambdaOrthAligner(**params).fit(X.astype(np.float32), Y.astype(np.float32))
+    big = LambdaOrthAligner(**params).fit(
+        (factor * X).astype(np.float32), (factor * Y).astype(np.float32)
+    )
+    assert big.x_scale_ == pytest.approx(factor * base.x_scale_, rel=1e-5)
+    np.testing.assert_allclose(big.W_, base.W_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(big.bias_ / factor, base.bias_, rtol=1e-4, atol=1e-5)
 
 
 # ---------------------------------------------------------------- model selection
