@@ -57,6 +57,13 @@ def _positive_int(text):
     return value
 
 
+def _n_folds(text):
+    value = _positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"cross-validation needs at least 2 folds, got {value}")
+    return value
+
+
 def _common_parser():
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
@@ -266,7 +273,7 @@ def build_parser():
     gr.add_argument(
         "--lam", type=_lam, nargs="+", required=True, help="lambda values, e.g. 0 4 12 inf"
     )
-    gr.add_argument("--cv", type=_positive_int, default=5, help="number of folds (default 5)")
+    gr.add_argument("--cv", type=_n_folds, default=5, help="number of folds (default 5)")
     gr.add_argument(
         "--output",
         required=True,

@@ -780,6 +780,11 @@ def test_usage_errors_exit_2(capsys):
         main(["grid", "--source", "a", "--target", "b", "--lam", "-1", "--output", "r.csv"])
     assert exc.value.code == 2
     assert "lambda must be >= 0" in capsys.readouterr().err
+    # One fold is a usage error in our words, not scikit-learn's "n_splits" after a join.
+    with pytest.raises(SystemExit) as exc:
+        main(["grid", "--source", "a", "--target", "b", "--lam", "0", "--cv", "1"])
+    assert exc.value.code == 2
+    assert "at least 2 folds, got 1" in capsys.readouterr().err
 
 
 def test_debug_shows_the_traceback(tmp_path, capsys, fitted):
