@@ -1,7 +1,5 @@
 """The aligner base class: validation of paired inputs, tags, score and feature names."""
 
-import contextlib
-
 import numpy as np
 import torch
 from sklearn import config_context
@@ -15,7 +13,14 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._backend import as_numpy_input, is_dask_collection, resolve_device, to_torch
+from ._backend import (
+    as_numpy_input,
+    checked_input,
+    is_dask_collection,
+    one_line_errors,
+    resolve_device,
+    to_torch,
+)
 
 __all__ = ["BaseAligner", "apply_affine", "pick_target", "raise_not_finite"]
 
@@ -57,8 +62,8 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             return self._validate_tensor_pair(
                 X, Y, reset=reset, ensure_all_finite=ensure_all_finite
             )
-        X = _checked_input(X, "X")
-        Y = _checked_input(Y, "Y")
+        X = checked_input(X, "X")
+        Y = checked_input(Y, "Y")
         target_names = None
         if reset and hasattr(Y, "columns"):
             columns = np.asarray(Y.columns, dtype=object)
@@ -129,7 +134,7 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         """Validate input of an already-fitted aligner (width must match fit)."""
         check_is_fitted(self)
         with one_line_errors():
-            return validate_data(self, _checked_input(X, "X"), reset=False, dtype=FLOAT_DTYPES)
+            return validate_data(self, checked_input(X, "X"), reset=False, dtype=FLOAT_DTYPES)
 
     def _validate_target(self, Y, name="Y"):
         """Validate a matrix that lives in Y's space (width ``n_targets_``)."""
@@ -138,7 +143,7 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             raise ValueError(f"{type(self).__name__} needs {name}, the target embeddings.")
         with one_line_errors():
             Y = check_array(
-                _checked_input(Y, name), dtype=FLOAT_DTYPES, ensure_2d=False, input_name=name
+                checked_input(Y, name), dtype=FLOAT_DTYPES, ensure_2d=False, input_name=name
             )
         if Y.ndim == 1:
             Y = Y.reshape(-1, 1)
@@ -280,51 +285,6 @@ def _float_tensor(data, name, dtype=None, allow_1d=False):
         else:
             dtype = data.dtype
     return data.to(dtype)
-
-
-def _checked_input(data, name):
-    """``as_numpy_input`` plus the refusals scikit-learn words badly for our inputs.
-
-    ``None`` would otherwise be reported as "a scalar array nan", and complex data with the
-    whole array printed after the message.
-    """
-    if data is None:
-        raise ValueError(
-            f"{name} is None: pass a 2-d array of embeddings (n_samples, n_features)."
-        )
-    if isinstance(data, torch.Tensor) and data.is_complex():
-        raise ValueError(f"Complex data not supported: {name} is a {data.dtype} tensor.")
-    data = as_numpy_input(data)
-    if hasattr(data, "columns"):  # a DataFrame: its columns' dtypes
-        dtypes = list(data.dtypes)
-    else:
-        dtypes = [getattr(data, "dtype", None)]
-    for dtype in dtypes:
-        if isinstance(dtype, np.dtype) and dtype.kind == "c":
-            raise ValueError(f"Complex data not supported: {name} has dtype {dtype}.")
-    return data
-
-
-@contextlib.contextmanager
-def one_line_errors():
-    """Cut scikit-learn's multi-line validation messages down to their first line.
-
-    Its messages go on to print the offending array, or to recommend estimators that
-    handle missing values natively, neither of which helps with an embedding map; the
-    first line says what is wrong (and keeps the words its estimator checks look for).
-    """
-    try:
-        yield
-    except ValueError as exc:
-        message = str(exc).strip()
-        first = message.splitlines()[0].rstrip(":") if message else message
-        if first.startswith("Expected 2D array, got 1D array"):
-            first += ": Reshape your data with .reshape(1, -1) if it holds a single row"
-        # DESIGN names the target Y; scikit-learn's check_X_y calls it y.
-        first = first.replace("Input y ", "Input Y ")
-        if first == message:
-            raise
-        raise ValueError(first) from None
 
 
 def raise_not_finite(X, Y):
