@@ -205,6 +205,10 @@ def one_line_errors():
     except ValueError as exc:
         message = str(exc).strip()
         first = message.splitlines()[0].rstrip(":") if message else message
+        if first.startswith("The feature names should match"):
+            # The lines after it name the columns: keep them, on one line.
+            first = message.replace(":\n- ", ": ").replace("\n- ", ", ").replace(".\n", ". ")
+            first = first.replace("\n", "; ")
         if first.startswith("Expected 2D array, got 1D array"):
             first += ": Reshape your data with .reshape(1, -1) if it holds a single row"
         # DESIGN names the target Y; scikit-learn's check_X_y calls it y.

@@ -179,3 +179,12 @@ def test_bad_device_strings(aligner, device):
     with pytest.raises(ValueError, match="device") as info:
         aligner.set_params(device=device).fit(X, Y)
     assert "\n" not in str(info.value)
+
+
+def test_renamed_columns_error_names_them_on_one_line(aligner):
+    X, Y = _data()
+    Xf = pd.DataFrame(X, columns=list("abcde"))
+    fitted = aligner.fit(Xf, Y)
+    with pytest.raises(ValueError, match=r"unseen at fit time: y, z; .*missing: a, b$") as info:
+        fitted.transform(Xf.rename(columns={"a": "z", "b": "y"}))
+    assert "\n" not in str(info.value)
