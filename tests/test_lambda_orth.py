@@ -8,7 +8,7 @@ import sklearn
 import torch
 from scipy.stats import ortho_group
 from sklearn.base import clone
-from sklearn.model_selection import GridSearchCV
+from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import Normalizer
 
@@ -354,13 +354,19 @@ def test_grid_search_over_lam_in_pipeline_routes_labels(rng):
         pipe = Pipeline([("norm", Normalizer()), ("align", step)])
         search = GridSearchCV(pipe, {"align__lam": [0.0, 2.0, math.inf]}, cv=3)
         search.fit(X, Y, labels=labels)
-        # Default scoring: the aligner's paired top-1 retrieval.
-        assert search.best_params_["align__lam"] in (0.0, 2.0, math.inf)
-        assert 0.0 <= search.best_score_ <= 1.0
         assert len(_LabelSpy.seen) == 3 * 3 + 1
         # Each CV fit saw the labels of its own training rows (2/3 of them).
         assert all(s is not None and len(s) == 200 for s in _LabelSpy.seen[:-1])
         np.testing.assert_array_equal(_LabelSpy.seen[-1], labels)
+        # Default scoring is the aligner's paired top-1 retrieval: the first fold's score
+        # of the best candidate, recomputed by hand, is the one the search recorded.
+        train, test = next(KFold(3).split(X))
+        by_hand = clone(pipe).set_params(**search.best_params_)
+        by_hand.fit(X[train], Y[train], labels=labels[train])
+        expected = paired_topk_accuracy(by_hand.transform(X[test]), Y[test])
+        recorded = search.cv_results_["split0_test_score"][search.best_index_]
+        assert recorded == pytest.approx(expected, abs=1e-12)
+        assert search.best_score_ == max(search.cv_results_["mean_test_score"])
 
         multi = GridSearchCV(
             pipe,
