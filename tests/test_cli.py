@@ -362,11 +362,11 @@ def test_interrupt_leaves_nothing(tmp_path, capsys, planted, monkeypatch):
     assert fit(capsys, src, tgt, model)[0] == 0
     calls = []
 
-    def interrupted(model, batch, reader):
+    def interrupted(model, batch, reader, columns=(None, None)):
         calls.append(batch.start)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return model.transform(batch.X)
+        return model.transform(_cli_commands._model_input(batch.X, *columns))
 
     monkeypatch.setattr(_cli_commands, "_map_batch", interrupted)
     code, _, err = run(
@@ -937,3 +937,55 @@ def test_encode_with_a_parallel_export(tmp_path, capsys, planted):
     # the same in both spaces: the two encodings agree row by row after the id join.
     position = {v: i for i, v in enumerate(rb.ids)}
     assert np.allclose(ra.X, rb.X[[position[v] for v in ra.ids]], atol=1e-4)
+
+
+def test_columns_are_matched_by_name_not_position(tmp_path, capsys):
+    # A second export whose embedding columns come in another order used to be mapped
+    # position by position, silently wrong; the model now keeps X's column names.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    Y = X @ np.linalg.qr(rng.normal(size=(4, 4)))[0]
+    ids = [f"i{k}" for k in range(60)]
+    src = pd.DataFrame(X, columns=["a", "b", "c", "d"]).assign(id=ids)
+    src.to_csv(tmp_path / "src.csv", index=False)
+    src[["id", "d", "c", "b", "a"]].to_csv(tmp_path / "shuffled.csv", index=False)
+    src.rename(columns={"a": "z"}).to_csv(tmp_path / "renamed.csv", index=False)
+    pd.DataFrame(Y, columns=["u", "v", "w", "x"]).assign(id=ids).to_csv(
+        tmp_path / "tgt.csv", index=False
+    )
+    model = tmp_path / "m.skops"
+    assert fit(capsys, tmp_path / "src.csv", tmp_path / "tgt.csv", model)[0] == 0
+    outputs = {}
+    for name in ("src", "shuffled", "renamed"):
+        code, _, err = run(
+            capsys,
+            "transform",
+            "--model",
+            model,
+            "--input",
+            tmp_path / f"{name}.csv",
+            "--output",
+            tmp_path / f"out_{name}.csv",
+            "--id-column",
+            "id",
+        )
+        assert code == 0, err
+        assert ("matched by position" in err) == (name == "renamed"), err
+        outputs[name] = (tmp_path / f"out_{name}.csv").read_text()
+    assert outputs["shuffled"] == outputs["src"]
+    assert outputs["renamed"] == outputs["src"]
+    code, out, err = run(
+        capsys,
+        "evaluate",
+        "--model",
+        model,
+        "--source",
+        tmp_path / "shuffled.csv",
+        "--target",
+        tmp_path / "tgt.csv",
+        "--id-column",
+        "id",
+        "--json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["metrics"]["top1"] == 1.0
