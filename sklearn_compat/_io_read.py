@@ -86,7 +86,30 @@ def open_table(path, spec=None, *, dtype=None, extra_columns=()):
 def read_table(path, spec=None, *, dtype=None, extra_columns=()):
     """Read a whole embedding table; returns ``(reader, Batch)``.
 
-    See :func:`open_table` for the parameters.
+    Parameters
+    ----------
+    path, spec, dtype, extra_columns
+        As for :func:`open_table`.
+
+    Returns
+    -------
+    reader : TableReader
+        The table's layout (form, columns, id column).
+    table : Batch
+        All rows: ``table.ids``, ``table.X`` and ``table.extra``.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from sklearn_compat.io import ColumnSpec, read_table
+    >>> with TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "items.csv"
+    ...     rows = ["id,title,e0,e1", "x,first,1.0,2.0", "y,second,3.0,4.0"]
+    ...     _ = path.write_text("\\n".join(rows))
+    ...     reader, table = read_table(path, ColumnSpec(id_column="id"))
+    >>> reader.vector_columns, table.ids.tolist(), table.X.tolist()
+    (['e0', 'e1'], ['x', 'y'], [[1.0, 2.0], [3.0, 4.0]])
     """
     reader = open_table(path, spec, dtype=dtype, extra_columns=extra_columns)
     return reader, reader.read()

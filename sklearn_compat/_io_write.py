@@ -212,7 +212,40 @@ class TableWriter:
 
 
 def write_table(path, ids, Z, layout, *, force=False, inputs=()):
-    """Write a whole table atomically (see :class:`TableWriter`)."""
+    """Write a whole table atomically (see :class:`TableWriter`).
+
+    Parameters
+    ----------
+    path : str or path-like
+        ``.csv``, ``.parquet`` (``.pq``) or ``.npy``.
+    ids : array-like of shape (n,) or None
+        The ids (None when ``layout`` has no id column).
+    Z : ndarray of shape (n, layout.width)
+        The embeddings.
+    layout : OutputLayout
+        Form (columns or list), width and column names.
+    force : bool, default=False
+        Replace an existing file.
+    inputs : sequence of path-like, default=()
+        Files the output must not overwrite (the inputs of the job).
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from sklearn_compat.io import OutputLayout, write_table
+    >>> with TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "out.csv"
+    ...     layout = OutputLayout("columns", width=2, id_column="id")
+    ...     write_table(path, np.array(["a", "b"]), np.eye(2), layout)
+    ...     print(path.read_text().splitlines()[0])
+    id,dim_0,dim_1
+    """
     with TableWriter(path, layout, force=force, inputs=inputs) as writer:
         writer.write(ids, Z)
 
