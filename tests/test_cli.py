@@ -728,8 +728,11 @@ def test_options_that_do_not_apply(tmp_path, capsys, fitted):
     src, tgt, _ = fitted
     code, _, err = fit(capsys, src, tgt, tmp_path / "x.skops", "--lam", "3")
     assert_one_line_error(code, err, "--lam does not apply to --method procrustes")
-    code, _, err = fit(capsys, src, tgt, tmp_path / "x.skops", "--device", "gpu7")
-    assert_one_line_error(code, err, "device must be")
+    # A malformed device name is a usage error (exit status 2), like a malformed lambda.
+    with pytest.raises(SystemExit) as exc:
+        fit(capsys, src, tgt, tmp_path / "x.skops", "--device", "gpu7")
+    assert exc.value.code == 2
+    assert "argument --device: device must be" in capsys.readouterr().err
 
 
 def test_fit_with_labels(tmp_path, capsys, planted):
@@ -785,6 +788,11 @@ def test_usage_errors_exit_2(capsys):
         main(["grid", "--source", "a", "--target", "b", "--lam", "0", "--cv", "1"])
     assert exc.value.code == 2
     assert "at least 2 folds, got 1" in capsys.readouterr().err
+    # A malformed device is a usage error, not blamed on the rows of the input file.
+    with pytest.raises(SystemExit) as exc:
+        main(["transform", "--model", "m", "--input", "i.csv", "--output", "o", "--device", "gpu"])
+    assert exc.value.code == 2
+    assert "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu'" in capsys.readouterr().err
 
 
 def test_debug_shows_the_traceback(tmp_path, capsys, fitted):
