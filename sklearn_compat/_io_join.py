@@ -21,6 +21,13 @@ class JoinReport:
     lacks and ``missing_in_source`` the reverse; ``duplicated_*`` count the distinct ids
     that appear on more than one row of a table, and ``dropped_rows_*`` the rows the
     duplicate policy removed.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io import JoinReport
+    >>> report = JoinReport(2, 3, 2, 1, 0, 0, 0, 0, 0, "error", "'id'")
+    >>> report.as_dict()["missing_in_target"]
+    1
     """
 
     matched: int

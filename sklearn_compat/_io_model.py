@@ -24,7 +24,25 @@ _JOBLIB_SUFFIXES = {".joblib", ".pkl", ".pickle"}
 
 
 def model_format(path, requested=None):
-    """``"skops"`` or ``"joblib"``: as requested, else from the name (skops by default)."""
+    """``"skops"`` or ``"joblib"``: as requested, else from the name (skops by default).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The model file's name.
+    requested : {"skops", "joblib"}, default=None
+        An explicit choice, which wins over the name.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from sklearn_compat.io import model_format
+    >>> model_format("map.skops"), model_format("map.joblib"), model_format("map", "joblib")
+    ('skops', 'joblib', 'joblib')
+    """
     if requested is not None:
         if requested not in ("skops", "joblib"):
             raise InputError(f"model format must be 'skops' or 'joblib', got {requested!r}")

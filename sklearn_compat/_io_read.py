@@ -47,6 +47,13 @@ class Batch:
         The embeddings, float32 or float64.
     extra : dict of str -> ndarray
         Other columns asked for (for example class labels).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_compat.io import Batch
+    >>> len(Batch(start=10, ids=None, X=np.zeros((3, 4))))
+    3
     """
 
     start: int
@@ -76,6 +83,20 @@ def open_table(path, spec=None, *, dtype=None, extra_columns=()):
     Returns
     -------
     TableReader
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from sklearn_compat.io import open_table
+    >>> with TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "items.npy"
+    ...     np.save(path, np.arange(12.0).reshape(6, 2))
+    ...     reader = open_table(path)
+    ...     sizes = [len(batch) for batch in reader.iter_batches(batch_size=4)]
+    >>> reader.form, reader.n_rows, sizes
+    ('array', 6, [4, 2])
     """
     spec = spec or ColumnSpec()
     fmt = table_format(path)
