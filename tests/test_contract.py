@@ -9,6 +9,7 @@ another.
 import pickle
 import warnings
 
+import joblib
 import numpy as np
 import pandas as pd
 import pytest
@@ -89,7 +90,13 @@ def test_round_trips_and_skops_trusts_only_our_class(aligner, tmp_path):
     path = tmp_path / "model.skops"
     sio.dump(fitted, path)
     assert sio.get_untrusted_types(file=path) == [name]
-    for loaded in (sio.load(path, trusted=[name]), pickle.loads(pickle.dumps(fitted))):
+    joblib.dump(fitted, tmp_path / "model.joblib")
+    loaded_models = (
+        sio.load(path, trusted=[name]),
+        pickle.loads(pickle.dumps(fitted)),
+        joblib.load(tmp_path / "model.joblib"),
+    )
+    for loaded in loaded_models:
         assert type(loaded) is type(fitted)
         np.testing.assert_array_equal(loaded.transform(X), expected)
 
