@@ -313,6 +313,15 @@ def test_bad_inputs(rng):
         LambdaOrthAligner().fit(X, Y, y=Y)
     with pytest.raises(ValueError, match=r"labels must be 1-d.*\(50, 2\)"):
         LambdaOrthAligner(max_epochs=1).fit(X, Y, labels=np.zeros((50, 2)))
+    # NaN is not a class (the metrics refuse it too); it used to become one silently.
+    with pytest.raises(ValueError, match="labels contains NaN"):
+        LambdaOrthAligner(max_epochs=1).fit(X, Y, labels=np.r_[np.nan, np.zeros(49)])
+    # Labels as a tensor (any device) or a column vector are fine.
+    by_tensor = LambdaOrthAligner(max_epochs=1, random_state=0)
+    by_tensor.fit(X, Y, labels=torch.arange(50) % 3)
+    by_array = LambdaOrthAligner(max_epochs=1, random_state=0)
+    by_array.fit(X, Y, labels=(np.arange(50) % 3).astype(str))
+    np.testing.assert_array_equal(by_tensor.W_, by_array.W_)
 
 
 @pytest.mark.parametrize("factor", [1e25, 1e-25])
