@@ -63,12 +63,24 @@ def _read_pair(args, extra_columns=()):
     target = read_table(
         args.target, _target_spec(args, exclude), dtype=args.dtype, extra_columns=tgt_extra
     )
+    for table, columns in ((source, src_extra), (target, tgt_extra)):
+        for column in columns:
+            _check_present(table, column)
     rows_s, rows_t, report = join_on_ids(source, target, duplicates=args.duplicates)
     X = source[1].X[rows_s]
     Y = target[1].X[rows_t]
     extra = {c: source[1].extra[c][rows_s] for c in src_extra}
     extra.update({c: target[1].extra[c][rows_t] for c in tgt_extra})
     return X, Y, source[0], target[0], report, extra
+
+
+def _check_present(table, column):
+    """An extra column (class labels) must have a value on every row: name the first gap."""
+    reader, batch = table
+    missing = pd.isna(batch.extra[column])
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        raise InputError(f"{reader._locate(batch, i, column)}: missing value", path=reader.path)
 
 
 def _split_extra(args, extra_columns):

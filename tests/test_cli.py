@@ -773,6 +773,28 @@ def test_fit_with_labels(tmp_path, capsys, planted):
     assert code == 0, err
     model = load_model(tmp_path / "m.skops")
     assert model.lam == 12 and model.max_epochs == 2 and model.n_features_in_ == D_X
+    # A row without a label is named (file, row, id, column), for fit and for evaluate.
+    labels = (np.arange(N) % 3).astype(float)
+    labels[7] = np.nan
+    frame.assign(label=labels).to_parquet(src)
+    for command in ("fit", "evaluate"):
+        args = ["--method", "lambda-orth", "--force"] if command == "fit" else []
+        code, _, err = run(
+            capsys,
+            command,
+            "--source",
+            src,
+            "--target",
+            tgt,
+            "--id-column",
+            "id",
+            "--model",
+            tmp_path / "m.skops",
+            "--labels-column",
+            "label",
+            *args,
+        )
+        assert_one_line_error(code, err, "src.parquet: row 7 (id ", "'label': missing value")
 
 
 def test_usage_errors_exit_2(capsys):
