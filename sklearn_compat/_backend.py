@@ -18,6 +18,7 @@ __all__ = [
     "is_dask_collection",
     "resolve_device",
     "as_numpy_input",
+    "check_tensor",
     "checked_input",
     "one_line_errors",
     "to_torch",
@@ -179,8 +180,10 @@ def checked_input(data, name):
         raise ValueError(
             f"{name} is None: pass a 2-d array of embeddings (n_samples, n_features)."
         )
-    if isinstance(data, torch.Tensor) and data.is_complex():
-        raise ValueError(f"Complex data not supported: {name} is a {data.dtype} tensor.")
+    if isinstance(data, torch.Tensor):
+        check_tensor(data, name)
+        if data.is_complex():
+            raise ValueError(f"Complex data not supported: {name} is a {data.dtype} tensor.")
     data = as_numpy_input(data)
     if hasattr(data, "columns"):  # a DataFrame: its columns' dtypes
         dtypes = list(data.dtypes)
@@ -190,6 +193,17 @@ def checked_input(data, name):
         if isinstance(dtype, np.dtype) and dtype.kind == "c":
             raise ValueError(f"Complex data not supported: {name} has dtype {dtype}.")
     return data
+
+
+def check_tensor(data, name):
+    """Refuse tensors that hold no dense data to read (sparse layouts, the meta device)."""
+    if data.layout != torch.strided:
+        raise TypeError(
+            f"{name} is a sparse tensor ({data.layout}), but dense data is required: "
+            "pass it through .to_dense()."
+        )
+    if data.is_meta:
+        raise ValueError(f"{name} is a tensor on the meta device, which holds no data.")
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from sklearn.utils.validation import (
 
 from ._backend import (
     as_numpy_input,
+    check_tensor,
     checked_input,
     is_dask_collection,
     one_line_errors,
@@ -281,6 +282,7 @@ def apply_affine(X, A, b, device):
 
 def _float_tensor(data, name, dtype=None, allow_1d=False):
     """A detached floating tensor (float32/float64) on its own device, or a clear error."""
+    check_tensor(data, name)
     data = data.detach()
     if data.is_complex():
         raise ValueError(f"Complex data not supported: {name} is a {data.dtype} tensor.")

@@ -132,6 +132,20 @@ BAD_FIT = {
 }
 
 
+@pytest.mark.parametrize("side", ["X", "Y"])
+def test_sparse_and_meta_tensors_are_refused_clearly(aligner, side):
+    X, Y = (torch.as_tensor(a) for a in _data())
+    sparse = {"X": (X.to_sparse(), Y), "Y": (X, Y.to_sparse())}[side]
+    with pytest.raises(TypeError, match=rf"{side} is a sparse tensor .*\.to_dense\(\)"):
+        aligner.fit(*sparse)
+    meta = {"X": (X.to("meta"), Y), "Y": (X, Y.to("meta"))}[side]
+    with pytest.raises(ValueError, match=f"{side} is a tensor on the meta device"):
+        aligner.fit(*meta)
+    fitted = aligner.fit(X, Y)
+    with pytest.raises(TypeError, match="X is a sparse tensor"):
+        fitted.transform(X.to_sparse())
+
+
 @pytest.mark.parametrize("case", list(BAD_FIT), ids=list(BAD_FIT))
 def test_bad_fit_input_is_a_one_line_error(aligner, case):
     X, Y, match = BAD_FIT[case]
