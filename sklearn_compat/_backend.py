@@ -192,6 +192,12 @@ def checked_input(data, name):
     for dtype in dtypes:
         if isinstance(dtype, np.dtype) and dtype.kind == "c":
             raise ValueError(f"Complex data not supported: {name} has dtype {dtype}.")
+    # pandas' nullable "Float32" and Arrow "float32[pyarrow]" columns (Parquet read with
+    # dtype_backend) are float32 data: scikit-learn would widen them to float64.
+    numpy_dtypes = [getattr(d, "numpy_dtype", d) for d in dtypes]
+    if hasattr(data, "columns") and dtypes and all(d == np.float32 for d in numpy_dtypes):
+        if any(not isinstance(d, np.dtype) for d in dtypes):
+            data = data.astype(np.float32)  # missing values become NaN (then refused)
     return data
 
 

@@ -209,3 +209,21 @@ def test_renamed_columns_error_names_them_on_one_line(aligner):
     with pytest.raises(ValueError, match=r"unseen at fit time: y, z; .*missing: a, b$") as info:
         fitted.transform(Xf.rename(columns={"a": "z", "b": "y"}))
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("pandas_dtype", ["Float32", "float32[pyarrow]"])
+def test_pandas_float32_extension_columns_stay_float32(aligner, pandas_dtype):
+    # pandas' nullable and Arrow-backed float32 columns (e.g. Parquet read with
+    # dtype_backend="pyarrow") are float32 input; scikit-learn alone widens them.
+    pytest.importorskip("pyarrow")
+    X, Y = _data(dtype=np.float32)
+    Xf = pd.DataFrame(X, columns=list("abcde")).astype(pandas_dtype)
+    Yf = pd.DataFrame(Y, columns=["u", "v", "w"]).astype(pandas_dtype)
+    fitted = aligner.fit(Xf, Yf)
+    out = fitted.transform(Xf)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, fitted.transform(pd.DataFrame(X, columns=list("abcde"))))
+    assert list(fitted.get_feature_names_out()) == ["u", "v", "w"]
+    Xf.iloc[0, 0] = pd.NA
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        fitted.transform(Xf)
