@@ -248,6 +248,14 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         prefix = type(self).__name__.lower()
         return np.asarray([f"{prefix}{i}" for i in range(self.n_targets_)], dtype=object)
 
+    def __getstate__(self):
+        # A torch.device parameter is saved as its string ("cuda:0"), which every method
+        # accepts alike: skops then loads the model trusting only the estimator's class.
+        state = super().__getstate__()
+        if isinstance(state.get("device"), torch.device):
+            state = {**state, "device": str(state["device"])}
+        return state
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True

@@ -227,3 +227,16 @@ def test_pandas_float32_extension_columns_stay_float32(aligner, pandas_dtype):
     Xf.iloc[0, 0] = pd.NA
     with pytest.raises(ValueError, match="Input X contains NaN"):
         fitted.transform(Xf)
+
+
+def test_torch_device_parameter_keeps_skops_loading_safe(aligner, tmp_path):
+    X, Y = _data()
+    fitted = aligner.set_params(device=torch.device("cpu")).fit(X, Y)
+    name = f"{type(fitted).__module__}.{type(fitted).__qualname__}"
+    path = tmp_path / "model.skops"
+    sio.dump(fitted, path)
+    # torch.device would otherwise be one more type the user must trust.
+    assert sio.get_untrusted_types(file=path) == [name]
+    loaded = sio.load(path, trusted=[name])
+    assert loaded.device == "cpu" and fitted.device == torch.device("cpu")
+    np.testing.assert_array_equal(loaded.transform(X), fitted.transform(X))
