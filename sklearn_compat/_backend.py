@@ -5,6 +5,7 @@ keeps its fitted state as CPU numpy arrays, so a model fitted on a GPU loads and
 machine without one.
 """
 
+import contextlib
 import re
 import sys
 import warnings
@@ -17,6 +18,9 @@ __all__ = [
     "is_dask_collection",
     "resolve_device",
     "as_numpy_input",
+    "check_tensor",
+    "checked_input",
+    "one_line_errors",
     "to_torch",
     "to_numpy",
     "torch_generator",
@@ -164,3 +168,71 @@ def is_dask_collection(*objects):
     if dask_array is None:
         return False
     return any(isinstance(obj, dask_array.Array) for obj in objects)
+
+
+def checked_input(data, name):
+    """``as_numpy_input`` plus the refusals scikit-learn words badly for our inputs.
+
+    ``None`` would otherwise be reported as "a scalar array nan", and complex data with the
+    whole array printed after the message.
+    """
+    if data is None:
+        raise ValueError(
+            f"{name} is None: pass a 2-d array of embeddings (n_samples, n_features)."
+        )
+    if isinstance(data, torch.Tensor):
+        check_tensor(data, name)
+        if data.is_complex():
+            raise ValueError(f"Complex data not supported: {name} is a {data.dtype} tensor.")
+    data = as_numpy_input(data)
+    if hasattr(data, "columns"):  # a DataFrame: its columns' dtypes
+        dtypes = list(data.dtypes)
+    else:
+        dtypes = [getattr(data, "dtype", None)]
+    for dtype in dtypes:
+        if isinstance(dtype, np.dtype) and dtype.kind == "c":
+            raise ValueError(f"Complex data not supported: {name} has dtype {dtype}.")
+    # pandas' nullable "Float32" and Arrow "float32[pyarrow]" columns (Parquet read with
+    # dtype_backend) are float32 data: scikit-learn would widen them to float64.
+    numpy_dtypes = [getattr(d, "numpy_dtype", d) for d in dtypes]
+    if hasattr(data, "columns") and dtypes and all(d == np.float32 for d in numpy_dtypes):
+        if any(not isinstance(d, np.dtype) for d in dtypes):
+            data = data.astype(np.float32)  # missing values become NaN (then refused)
+    return data
+
+
+def check_tensor(data, name):
+    """Refuse tensors that hold no dense data to read (sparse layouts, the meta device)."""
+    if data.layout != torch.strided:
+        raise TypeError(
+            f"{name} is a sparse tensor ({data.layout}), but dense data is required: "
+            "pass it through .to_dense()."
+        )
+    if data.is_meta:
+        raise ValueError(f"{name} is a tensor on the meta device, which holds no data.")
+
+
+@contextlib.contextmanager
+def one_line_errors():
+    """Cut scikit-learn's multi-line validation messages down to their first line.
+
+    Its messages go on to print the offending array, or to recommend estimators that
+    handle missing values natively, neither of which helps with an embedding map; the
+    first line says what is wrong (and keeps the words its estimator checks look for).
+    """
+    try:
+        yield
+    except ValueError as exc:
+        message = str(exc).strip()
+        first = message.splitlines()[0].rstrip(":") if message else message
+        if first.startswith("The feature names should match"):
+            # The lines after it name the columns: keep them, on one line.
+            first = message.replace(":\n- ", ": ").replace("\n- ", ", ").replace(".\n", ". ")
+            first = first.replace("\n", "; ")
+        if first.startswith("Expected 2D array, got 1D array"):
+            first += ": Reshape your data with .reshape(1, -1) if it holds a single row"
+        # DESIGN names the target Y; scikit-learn's check_X_y calls it y.
+        first = first.replace("Input y ", "Input Y ")
+        if first == message:
+            raise
+        raise ValueError(first) from None

@@ -13,7 +13,15 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._backend import as_numpy_input, is_dask_collection, resolve_device, to_torch
+from ._backend import (
+    as_numpy_input,
+    check_tensor,
+    checked_input,
+    is_dask_collection,
+    one_line_errors,
+    resolve_device,
+    to_torch,
+)
 
 __all__ = ["BaseAligner", "apply_affine", "pick_target", "raise_not_finite"]
 
@@ -55,8 +63,8 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             return self._validate_tensor_pair(
                 X, Y, reset=reset, ensure_all_finite=ensure_all_finite
             )
-        X = as_numpy_input(X)
-        Y = as_numpy_input(Y)
+        X = checked_input(X, "X")
+        Y = checked_input(Y, "Y")
         target_names = None
         if reset and hasattr(Y, "columns"):
             columns = np.asarray(Y.columns, dtype=object)
@@ -64,7 +72,10 @@ class BaseAligner(TransformerMixin, BaseEstimator):
                 target_names = columns
         # scikit-learn always scans y for NaN/inf; assume_finite is its switch for both
         # (None leaves the user's setting as it is).
-        with config_context(assume_finite=None if ensure_all_finite else True):
+        with (
+            config_context(assume_finite=None if ensure_all_finite else True),
+            one_line_errors(),
+        ):
             X, Y = validate_data(
                 self,
                 X,
@@ -123,14 +134,18 @@ class BaseAligner(TransformerMixin, BaseEstimator):
     def _validate_X(self, X):
         """Validate input of an already-fitted aligner (width must match fit)."""
         check_is_fitted(self)
-        return validate_data(self, as_numpy_input(X), reset=False, dtype=FLOAT_DTYPES)
+        with one_line_errors():
+            return validate_data(self, checked_input(X, "X"), reset=False, dtype=FLOAT_DTYPES)
 
     def _validate_target(self, Y, name="Y"):
         """Validate a matrix that lives in Y's space (width ``n_targets_``)."""
         check_is_fitted(self)
         if Y is None:
             raise ValueError(f"{type(self).__name__} needs {name}, the target embeddings.")
-        Y = check_array(as_numpy_input(Y), dtype=FLOAT_DTYPES, ensure_2d=False, input_name=name)
+        with one_line_errors():
+            Y = check_array(
+                checked_input(Y, name), dtype=FLOAT_DTYPES, ensure_2d=False, input_name=name
+            )
         if Y.ndim == 1:
             Y = Y.reshape(-1, 1)
         if Y.shape[1] != self.n_targets_:
@@ -233,6 +248,14 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         prefix = type(self).__name__.lower()
         return np.asarray([f"{prefix}{i}" for i in range(self.n_targets_)], dtype=object)
 
+    def __getstate__(self):
+        # A torch.device parameter is saved as its string ("cuda:0"), which every method
+        # accepts alike: skops then loads the model trusting only the estimator's class.
+        state = super().__getstate__()
+        if isinstance(state.get("device"), torch.device):
+            state = {**state, "device": str(state["device"])}
+        return state
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
@@ -241,18 +264,33 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         return tags
 
 
+# Rows per transform chunk: the device holds one chunk of input and output at a time, so
+# a 10M-row X is never copied to a GPU whole (and the host keeps only the output).
+_TRANSFORM_CHUNK_ROWS = 65536
+
+
 def apply_affine(X, A, b, device):
-    """``X @ A + b`` computed with torch on ``device`` in X's dtype; returns numpy."""
+    """``X @ A + b`` computed with torch on ``device`` in X's dtype; returns numpy.
+
+    Computed in row chunks written into one output array, so device memory stays bounded
+    whatever the number of rows.
+    """
     dtype = torch.float64 if X.dtype == np.float64 else torch.float32
-    Xt = to_torch(X, device, dtype)
     At = to_torch(A, device, dtype)
     bt = to_torch(b, device, dtype)
-    out = torch.addmm(bt, Xt, At) if Xt.shape[0] else Xt.new_zeros((0, At.shape[1]))
-    return out.cpu().numpy()
+    out = np.empty(
+        (X.shape[0], At.shape[1]), dtype=np.float64 if dtype == torch.float64 else np.float32
+    )
+    for start in range(0, X.shape[0], _TRANSFORM_CHUNK_ROWS):
+        stop = start + _TRANSFORM_CHUNK_ROWS
+        Xt = to_torch(X[start:stop], device, dtype)
+        out[start:stop] = torch.addmm(bt, Xt, At).cpu().numpy()
+    return out
 
 
 def _float_tensor(data, name, dtype=None, allow_1d=False):
     """A detached floating tensor (float32/float64) on its own device, or a clear error."""
+    check_tensor(data, name)
     data = data.detach()
     if data.is_complex():
         raise ValueError(f"Complex data not supported: {name} is a {data.dtype} tensor.")

@@ -63,12 +63,24 @@ def _read_pair(args, extra_columns=()):
     target = read_table(
         args.target, _target_spec(args, exclude), dtype=args.dtype, extra_columns=tgt_extra
     )
+    for table, columns in ((source, src_extra), (target, tgt_extra)):
+        for column in columns:
+            _check_present(table, column)
     rows_s, rows_t, report = join_on_ids(source, target, duplicates=args.duplicates)
     X = source[1].X[rows_s]
     Y = target[1].X[rows_t]
     extra = {c: source[1].extra[c][rows_s] for c in src_extra}
     extra.update({c: target[1].extra[c][rows_t] for c in tgt_extra})
     return X, Y, source[0], target[0], report, extra
+
+
+def _check_present(table, column):
+    """An extra column (class labels) must have a value on every row: name the first gap."""
+    reader, batch = table
+    missing = pd.isna(batch.extra[column])
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        raise InputError(f"{reader._locate(batch, i, column)}: missing value", path=reader.path)
 
 
 def _split_extra(args, extra_columns):
@@ -81,11 +93,44 @@ def _split_extra(args, extra_columns):
     return src, tgt
 
 
-def _target_frame(Y, reader):
-    """Y as a DataFrame when its columns have names, so the model keeps them."""
+def _named_frame(A, reader):
+    """A table's embedding as a DataFrame when its columns have names, so the model keeps
+    them (Y's name the output columns, X's are checked when the model is applied)."""
     if reader.form == "columns":
-        return pd.DataFrame(Y, columns=reader.vector_columns, copy=False)
-    return Y
+        return pd.DataFrame(A, columns=reader.vector_columns, copy=False)
+    return A
+
+
+def _source_columns(model, reader):
+    """Put a table's embedding columns into the order the model was fitted with.
+
+    Returns ``(order, names)``: the column permutation to apply to each batch (None when
+    none is needed) and the names to give the model (None when it has none).  A model
+    fitted on named columns maps columns by name, so an export whose columns come in
+    another order is mapped correctly; columns named differently are matched by position,
+    with a warning.
+    """
+    names = getattr(model, "feature_names_in_", None)
+    if names is None:
+        return None, None
+    names = [str(n) for n in names]
+    columns = list(reader.vector_columns or []) if reader.form == "columns" else []
+    if sorted(columns) == sorted(names):
+        order = [columns.index(n) for n in names]
+        return (None if order == list(range(len(order))) else order), names
+    _log(
+        f"sklearn-compat: warning: {reader.path}: the embedding columns are not the "
+        "ones the model was fitted on; they are matched by position"
+    )
+    return None, names
+
+
+def _model_input(X, order, names):
+    if order is not None:
+        X = X[:, order]
+    if names is None or X.shape[1] != len(names):
+        return X
+    return pd.DataFrame(X, columns=names, copy=False)
 
 
 # ------------------------------------------------------------------------------- fit
@@ -101,7 +146,7 @@ def run_fit(args):
     if args.labels_column:
         # Class labels switch lambda-orth's contrastive term to its supervised form.
         fit_params["labels"] = extra[args.labels_column]
-    estimator.fit(X, _target_frame(Y, tgt), **fit_params)
+    estimator.fit(_named_frame(X, src), _named_frame(Y, tgt), **fit_params)
     fmt = save_model(estimator, args.model, format=args.model_format, force=args.force)
     _log(
         f"fitted {type(estimator).__name__} on {X.shape[0]} pairs "
@@ -174,9 +219,9 @@ def _progress(total, disable):
     )
 
 
-def _map_batch(model, batch, reader):
+def _map_batch(model, batch, reader, columns=(None, None)):
     try:
-        return model.transform(batch.X)
+        return model.transform(_model_input(batch.X, *columns))
     except ValueError as exc:
         stop = batch.start + len(batch) - 1
         raise InputError(
@@ -192,6 +237,7 @@ def run_transform(args):
     _warn_dropped_columns(reader)
     expected = _model_width(model, args.model)
     _check_width(reader, expected, args.model)
+    columns = _source_columns(model, reader)
     layout = None
     writer = None
     rows = 0
@@ -200,7 +246,7 @@ def run_transform(args):
             for batch in reader.iter_batches(args.rows_per_batch):
                 if writer is None:
                     _check_width(reader, expected, args.model)
-                Z = _map_batch(model, batch, reader)
+                Z = _map_batch(model, batch, reader, columns)
                 if writer is None:
                     layout = _output_layout(reader, model, args, Z.shape[1])
                     writer = TableWriter(
@@ -211,7 +257,7 @@ def run_transform(args):
                 bar.update(len(batch))
         if writer is None:
             # An empty input still gives a (empty) output with the right columns.
-            width = int(model.transform(np.zeros((1, expected))).shape[1])
+            width = int(model.transform(_model_input(np.zeros((1, expected)), *columns)).shape[1])
             layout = _output_layout(reader, model, args, width)
             writer = TableWriter(
                 args.output, layout, force=args.force, inputs=(args.input, args.model)
@@ -258,7 +304,7 @@ def run_evaluate(args):
     expected = _model_width(model, args.model)
     if X.shape[1] != expected:
         _check_width(src, expected, args.model)
-    Z = model.transform(X)
+    Z = model.transform(_model_input(X, *_source_columns(model, src)))
     if Z.shape[1] != Y.shape[1]:
         raise InputError(
             f"the target embedding has {Y.shape[1]} values per row, but the model maps "
@@ -327,7 +373,7 @@ def run_grid(args):
     _log(report.summary())
     if X.shape[0] < args.cv:
         raise InputError(f"{X.shape[0]} matched pairs cannot be split into {args.cv} folds")
-    Yf = _target_frame(Y, tgt)
+    Yf = _named_frame(Y, tgt)
     candidates = []
     for name in ("procrustes", "affine"):
         try:

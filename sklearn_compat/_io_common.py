@@ -22,6 +22,14 @@ class InputError(ValueError):
     The message is one line that names the file and, where it applies, the row (or CSV
     line) and the column, so a batch script's log says what to fix without a traceback.
     It subclasses ``ValueError`` so library callers can catch it as one.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io import InputError
+    >>> str(InputError("line 3, column 'e0': not a number: 'x'", path="items.csv"))
+    "items.csv: line 3, column 'e0': not a number: 'x'"
+    >>> isinstance(InputError("bad"), ValueError)
+    True
     """
 
     def __init__(self, message, *, path=None):
@@ -38,6 +46,12 @@ def table_format(path):
     ------
     InputError
         If the name ends in none of ``.csv``, ``.parquet``, ``.pq``, ``.npy``.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io import table_format
+    >>> table_format("exports/items.PQ"), table_format("items.csv")
+    ('parquet', 'csv')
     """
     suffix = Path(path).suffix.lower()
     try:
@@ -72,6 +86,13 @@ class ColumnSpec:
     With none of ``prefix``, ``pattern``, ``vector_column`` given, a table with exactly
     one list-valued column uses it; otherwise every numeric column other than the id and
     ``exclude`` columns is an embedding column, in file order.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io import ColumnSpec
+    >>> spec = ColumnSpec(id_column="id", prefix="new_")
+    >>> spec.select(["new_0", "new_1", "score"], [], "items.csv")
+    ('columns', ['new_0', 'new_1'])
     """
 
     id_column: str | None = None

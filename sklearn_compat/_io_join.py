@@ -21,6 +21,13 @@ class JoinReport:
     lacks and ``missing_in_source`` the reverse; ``duplicated_*`` count the distinct ids
     that appear on more than one row of a table, and ``dropped_rows_*`` the rows the
     duplicate policy removed.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io import JoinReport
+    >>> report = JoinReport(2, 3, 2, 1, 0, 0, 0, 0, 0, "error", "'id'")
+    >>> report.as_dict()["missing_in_target"]
+    1
     """
 
     matched: int
@@ -110,6 +117,18 @@ def join_on_ids(source, target, *, duplicates="error"):
     report : JoinReport
 
     Tables without ids are paired by position and must have the same number of rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_compat.io import Batch, join_on_ids
+    >>> class Reader:  # the two attributes join_on_ids reads from a TableReader
+    ...     path, id_column = "table", "id"
+    >>> source = (Reader(), Batch(0, np.array(["a", "b", "c"], dtype=object), np.zeros((3, 2))))
+    >>> target = (Reader(), Batch(0, np.array(["c", "a"], dtype=object), np.zeros((2, 2))))
+    >>> source_rows, target_rows, report = join_on_ids(source, target)
+    >>> source_rows.tolist(), target_rows.tolist(), report.matched
+    ([0, 2], [1, 0], 2)
     """
     (src_reader, src), (tgt_reader, tgt) = source, target
     if duplicates not in DUPLICATE_POLICIES:

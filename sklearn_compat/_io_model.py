@@ -24,7 +24,25 @@ _JOBLIB_SUFFIXES = {".joblib", ".pkl", ".pickle"}
 
 
 def model_format(path, requested=None):
-    """``"skops"`` or ``"joblib"``: as requested, else from the name (skops by default)."""
+    """``"skops"`` or ``"joblib"``: as requested, else from the name (skops by default).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The model file's name.
+    requested : {"skops", "joblib"}, default=None
+        An explicit choice, which wins over the name.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from sklearn_compat.io import model_format
+    >>> model_format("map.skops"), model_format("map.joblib"), model_format("map", "joblib")
+    ('skops', 'joblib', 'joblib')
+    """
     if requested is not None:
         if requested not in ("skops", "joblib"):
             raise InputError(f"model format must be 'skops' or 'joblib', got {requested!r}")
@@ -33,7 +51,39 @@ def model_format(path, requested=None):
 
 
 def save_model(model, path, *, format=None, force=False):
-    """Write a fitted model atomically; returns the format used."""
+    """Write a fitted model atomically; returns the format used.
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted estimator.
+    path : str or path-like
+        Where to write it; the file appears whole or not at all.
+    format : {"skops", "joblib"}, default=None
+        None: joblib for ``.joblib``/``.pkl`` names, else skops.
+    force : bool, default=False
+        Replace an existing file.
+
+    Returns
+    -------
+    str
+        The format used.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from sklearn_compat import OrthogonalProcrustesAligner
+    >>> from sklearn_compat.io import load_model, save_model
+    >>> X = np.random.default_rng(0).normal(size=(20, 3))
+    >>> aligner = OrthogonalProcrustesAligner().fit(X, X[:, ::-1])
+    >>> with TemporaryDirectory() as tmp:
+    ...     fmt = save_model(aligner, Path(tmp) / "map.skops")
+    ...     loaded = load_model(Path(tmp) / "map.skops")
+    >>> fmt, bool(np.allclose(loaded.transform(X), X[:, ::-1]))
+    ('skops', True)
+    """
     fmt = model_format(path, format)
     with AtomicOutput(path, force=force) as out:
         if fmt == "skops":
@@ -71,10 +121,33 @@ def own_types(type_names):
 def load_model(path, *, trust=False):
     """Load a fitted model saved by :func:`save_model` (see the module notes on safety).
 
+    skops files load when they hold only types skops trusts and this package's own
+    estimators; joblib/pickle files can run code when loaded, so they need ``trust``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A file written by :func:`save_model`.
+    trust : bool, default=False
+        Load whatever the file holds (only for files you made yourself).
+
+    Returns
+    -------
+    estimator
+        The fitted model.
+
     Raises
     ------
     InputError
         Missing, corrupt or untrusted file, or an object that is not a fitted estimator.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io import load_model
+    >>> load_model("no-such-model.skops")
+    Traceback (most recent call last):
+    ...
+    sklearn_compat._io_common.InputError: no-such-model.skops: no such model file
     """
     where = str(path)
     p = Path(path)

@@ -47,6 +47,13 @@ class Batch:
         The embeddings, float32 or float64.
     extra : dict of str -> ndarray
         Other columns asked for (for example class labels).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_compat.io import Batch
+    >>> len(Batch(start=10, ids=None, X=np.zeros((3, 4))))
+    3
     """
 
     start: int
@@ -76,6 +83,20 @@ def open_table(path, spec=None, *, dtype=None, extra_columns=()):
     Returns
     -------
     TableReader
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from sklearn_compat.io import open_table
+    >>> with TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "items.npy"
+    ...     np.save(path, np.arange(12.0).reshape(6, 2))
+    ...     reader = open_table(path)
+    ...     sizes = [len(batch) for batch in reader.iter_batches(batch_size=4)]
+    >>> reader.form, reader.n_rows, sizes
+    ('array', 6, [4, 2])
     """
     spec = spec or ColumnSpec()
     fmt = table_format(path)
@@ -86,7 +107,30 @@ def open_table(path, spec=None, *, dtype=None, extra_columns=()):
 def read_table(path, spec=None, *, dtype=None, extra_columns=()):
     """Read a whole embedding table; returns ``(reader, Batch)``.
 
-    See :func:`open_table` for the parameters.
+    Parameters
+    ----------
+    path, spec, dtype, extra_columns
+        As for :func:`open_table`.
+
+    Returns
+    -------
+    reader : TableReader
+        The table's layout (form, columns, id column).
+    table : Batch
+        All rows: ``table.ids``, ``table.X`` and ``table.extra``.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from sklearn_compat.io import ColumnSpec, read_table
+    >>> with TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "items.csv"
+    ...     rows = ["id,title,e0,e1", "x,first,1.0,2.0", "y,second,3.0,4.0"]
+    ...     _ = path.write_text("\\n".join(rows))
+    ...     reader, table = read_table(path, ColumnSpec(id_column="id"))
+    >>> reader.vector_columns, table.ids.tolist(), table.X.tolist()
+    (['e0', 'e1'], ['x', 'y'], [[1.0, 2.0], [3.0, 4.0]])
     """
     reader = open_table(path, spec, dtype=dtype, extra_columns=extra_columns)
     return reader, reader.read()
@@ -204,6 +248,22 @@ def _missing_id_column(spec, columns, path):
     return InputError(f"no id column {spec.id_column!r} (columns: {shown})", path=path)
 
 
+def _mostly_numbers(values):
+    """Whether a text column is an embedding column with some bad cells.
+
+    More than half of its values being numbers means a corrupt or stray cell (``"oops"``,
+    ``"1,5"``) in an embedding column, which must be reported where it is rather than
+    silently drop the whole dimension; a metadata column (titles, tags) stays text.
+    """
+    if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return False
+    present = values.dropna()
+    if present.empty:
+        return False
+    parsed = pd.to_numeric(present.astype(str), errors="coerce").notna()
+    return bool(parsed.sum() * 2 > len(present))
+
+
 def _check_numeric(chosen, numeric, type_of, path):
     for name in chosen:
         if name not in numeric:
@@ -233,8 +293,11 @@ class _CsvReader(TableReader):
         numeric = [
             c
             for c in columns
-            if pd.api.types.is_numeric_dtype(sample[c])
-            and not pd.api.types.is_bool_dtype(sample[c])
+            if (
+                pd.api.types.is_numeric_dtype(sample[c])
+                and not pd.api.types.is_bool_dtype(sample[c])
+            )
+            or (c != spec.id_column and _mostly_numbers(sample[c]))
         ]
         list_like = [
             c

@@ -37,6 +37,19 @@ class AtomicOutput:
 
     The checks (existing file, missing or read-only directory) run in the constructor, so
     a command can open its outputs before doing any work and fail early.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from sklearn_compat.io import AtomicOutput
+    >>> with TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "out.txt"
+    ...     with AtomicOutput(path) as out:
+    ...         _ = out.tmp.write_text("done")
+    ...         before = path.exists()
+    ...     print(before, path.read_text())
+    False done
     """
 
     def __init__(self, path, *, force=False, inputs=()):
@@ -119,6 +132,12 @@ class OutputLayout:
         Column name of the "list" form.
     id_dtype : numpy dtype, optional
         Fixed id dtype for ``.npy`` output (needed before the first batch is written).
+
+    Examples
+    --------
+    >>> from sklearn_compat.io import OutputLayout
+    >>> OutputLayout("columns", width=3, id_column="id").vector_columns
+    ['dim_0', 'dim_1', 'dim_2']
     """
 
     form: str
@@ -152,6 +171,20 @@ class TableWriter:
 
     Use as a context manager: the file is committed when the block ends normally and
     discarded when it raises.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from sklearn_compat.io import OutputLayout, TableWriter, read_table
+    >>> with TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "out.parquet"
+    ...     with TableWriter(path, OutputLayout("list", width=2, id_column="id")) as writer:
+    ...         writer.write(np.array([1, 2]), np.ones((2, 2)))
+    ...         writer.write(np.array([3]), np.zeros((1, 2)))
+    ...     print(read_table(path)[1].X.shape)
+    (3, 2)
     """
 
     def __init__(self, path, layout, *, force=False, inputs=()):
@@ -212,7 +245,40 @@ class TableWriter:
 
 
 def write_table(path, ids, Z, layout, *, force=False, inputs=()):
-    """Write a whole table atomically (see :class:`TableWriter`)."""
+    """Write a whole table atomically (see :class:`TableWriter`).
+
+    Parameters
+    ----------
+    path : str or path-like
+        ``.csv``, ``.parquet`` (``.pq``) or ``.npy``.
+    ids : array-like of shape (n,) or None
+        The ids (None when ``layout`` has no id column).
+    Z : ndarray of shape (n, layout.width)
+        The embeddings.
+    layout : OutputLayout
+        Form (columns or list), width and column names.
+    force : bool, default=False
+        Replace an existing file.
+    inputs : sequence of path-like, default=()
+        Files the output must not overwrite (the inputs of the job).
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from sklearn_compat.io import OutputLayout, write_table
+    >>> with TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "out.csv"
+    ...     layout = OutputLayout("columns", width=2, id_column="id")
+    ...     write_table(path, np.array(["a", "b"]), np.eye(2), layout)
+    ...     print(path.read_text().splitlines()[0])
+    id,dim_0,dim_1
+    """
     with TableWriter(path, layout, force=force, inputs=inputs) as writer:
         writer.write(ids, Z)
 

@@ -141,6 +141,19 @@ def contrastive_loss(queries, keys, labels=None, temperature=0.1):
     -------
     torch.Tensor
         A 0-d tensor.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_compat.lambda_orth import contrastive_loss
+    >>> keys = torch.eye(4)
+    >>> matched = contrastive_loss(keys, keys, temperature=0.05)
+    >>> shuffled = contrastive_loss(keys.flip(0), keys, temperature=0.05)
+    >>> bool(matched < 0.01 < shuffled)
+    True
+    >>> # With labels, rows 0 and 1 (one class) are both positives of each other.
+    >>> contrastive_loss(keys, keys, labels=torch.tensor([0, 0, 1, 2])).item() > matched.item()
+    True
     """
     q = F.normalize(queries, dim=1)
     k = F.normalize(keys, dim=1)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from sklearn.utils import check_array
 
-from ._backend import as_numpy_input, resolve_device, to_torch
+from ._backend import as_numpy_input, checked_input, one_line_errors, resolve_device, to_torch
 
 __all__ = [
     "as_float_tensor",
@@ -74,13 +74,14 @@ def check_embeddings(A, name, *, ensure_min_samples=1):
     """
     if A is None:
         raise ValueError(f"{name} is required, got None.")
-    return check_array(
-        as_numpy_input(A),
-        dtype=(np.float64, np.float32),
-        ensure_2d=True,
-        ensure_min_samples=ensure_min_samples,
-        input_name=name,
-    )
+    with one_line_errors():
+        return check_array(
+            checked_input(A, name),
+            dtype=(np.float64, np.float32),
+            ensure_2d=True,
+            ensure_min_samples=ensure_min_samples,
+            input_name=name,
+        )
 
 
 def normalized_tensors(arrays, device):

@@ -46,6 +46,19 @@ def least_squares_from_gram(gram, cross, alpha=0.0, *, rtol=None):
     ``W = V diag(1 / (lambda + alpha)) V^T C`` over the eigenvalues above the cut-off.
     Since ``pinv(X) = pinv(X^T X) X^T``, this truncated inverse of the Gram gives the
     minimum-norm least-squares answer when ``alpha = 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_compat.affine import least_squares_from_gram
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(50, 3)), rng.normal(size=(50, 2))
+    >>> W = least_squares_from_gram(X.T @ X, X.T @ Y)
+    >>> bool(np.allclose(W, np.linalg.lstsq(X, Y, rcond=None)[0]))
+    True
+    >>> ridge = least_squares_from_gram(X.T @ X, X.T @ Y, alpha=10.0)
+    >>> bool(np.allclose(ridge, np.linalg.solve(X.T @ X + 10 * np.eye(3), X.T @ Y)))
+    True
     """
     gram = np.asarray(gram, dtype=np.float64)
     cross = np.asarray(cross, dtype=np.float64)

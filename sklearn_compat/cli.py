@@ -57,6 +57,26 @@ def _positive_int(text):
     return value
 
 
+def _device(text):
+    """A well-formed device name; whether it exists is for the command to find out."""
+    from ._backend import resolve_device
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an absent GPU is not a usage error
+            resolve_device(text, for_inference=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _n_folds(text):
+    value = _positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"cross-validation needs at least 2 folds, got {value}")
+    return value
+
+
 def _common_parser():
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
@@ -128,7 +148,9 @@ def _pair_parser():
 
 def _method_options(p, *, grid=False):
     g = p.add_argument_group("method options (each applies to some methods only)")
-    g.add_argument("--device", help="'auto' (default: CUDA when available), 'cpu', 'cuda:N'")
+    g.add_argument(
+        "--device", type=_device, help="'auto' (default: CUDA when available), 'cpu', 'cuda:N'"
+    )
     if not grid:
         g.add_argument(
             "--center", action="store_true", default=None, help="procrustes: centre both sides"
@@ -235,7 +257,9 @@ def build_parser():
         metavar="NAME",
         help="name of the output's list column (default: the input's, or 'embedding')",
     )
-    tr.add_argument("--device", help="where to compute (default: the model's device)")
+    tr.add_argument(
+        "--device", type=_device, help="where to compute (default: the model's device)"
+    )
     tr.add_argument(
         "--no-progress",
         action="store_true",
@@ -253,7 +277,7 @@ def build_parser():
         help="class labels (in SRC or TGT): adds CMC top-1 and mAP",
     )
     ev.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    ev.add_argument("--device", help="where to compute")
+    ev.add_argument("--device", type=_device, help="where to compute")
 
     gr = sub.add_parser(
         "grid",
@@ -266,7 +290,7 @@ def build_parser():
     gr.add_argument(
         "--lam", type=_lam, nargs="+", required=True, help="lambda values, e.g. 0 4 12 inf"
     )
-    gr.add_argument("--cv", type=_positive_int, default=5, help="number of folds (default 5)")
+    gr.add_argument("--cv", type=_n_folds, default=5, help="number of folds (default 5)")
     gr.add_argument(
         "--output",
         required=True,
@@ -320,7 +344,7 @@ def build_parser():
     en.add_argument("--model", help="also save the fitted encoder here")
     en.add_argument("--force", action="store_true", help="overwrite existing outputs")
     en.add_argument("--duplicates", choices=DUPLICATE_POLICIES, default="error")
-    en.add_argument("--device", help="where to compute")
+    en.add_argument("--device", type=_device, help="where to compute")
     return parser
 
 

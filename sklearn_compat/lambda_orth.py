@@ -18,10 +18,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._adapter import AffineAdapter
-from ._backend import no_tf32, resolve_device, to_torch, torch_generator
+from ._backend import as_numpy_input, no_tf32, resolve_device, to_torch, torch_generator
 from ._base import BaseAligner, apply_affine, pick_target
 from ._lambda_losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 from ._lambda_train import SMALL_STEP_MACS, TrainConfig, small_problem_threads, train_adapters
+from ._ranking import encode_labels
 from .procrustes import procrustes_from_cross
 
 __all__ = [
@@ -438,17 +439,23 @@ class LambdaOrthAligner(BaseAligner):
     def _encode_labels(self, labels, n):
         if labels is None:
             return None
-        labels = column_or_1d(np.asarray(labels), warn=True)
+        # Tensors on any device, lists, Series; a column vector is accepted (with
+        # scikit-learn's warning), anything else must be 1-d.
+        labels = np.asarray(as_numpy_input(labels))
+        if labels.ndim == 2 and labels.shape[1] == 1:
+            labels = column_or_1d(labels, warn=True)
+        if labels.ndim != 1:
+            raise ValueError(
+                f"labels must be 1-d, one class label per row; got shape {labels.shape}."
+            )
         if labels.shape[0] != n:
             raise ValueError(
                 f"labels has {labels.shape[0]} entries, but X has {n} rows; pass one "
                 "class label per row."
             )
-        try:
-            _, codes = np.unique(labels, return_inverse=True)
-        except TypeError as exc:
-            raise TypeError(f"labels must be sortable class labels: {exc}") from None
-        return codes.astype(np.int64).reshape(-1)
+        # The metrics' encoding: NaN is refused (it is not a class), as in cmc/mAP.
+        (codes,) = encode_labels(labels, names=["labels"])
+        return codes
 
     def _initial_map(self, X, Y, rng):
         """Start of the adapter in normalised units: (W0, b0) as float64 numpy."""
@@ -515,7 +522,9 @@ def _rms_norm(T):
     """Root-mean-square row norm (1.0 for an all-zero or empty matrix)."""
     if T.shape[0] == 0:
         return 1.0
-    value = float(torch.linalg.vector_norm(T, dim=1).double().pow(2).mean().sqrt())
+    # In float64: squared norms of float32 rows overflow from about 1e19 and underflow
+    # below 1e-19, which would silently turn the rescaling off for such embeddings.
+    value = float(torch.linalg.vector_norm(T, dim=1, dtype=torch.float64).pow(2).mean().sqrt())
     return value if value > 0 and math.isfinite(value) else 1.0
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from sklearn_compat import _base
 from sklearn_compat._backend import (
     as_numpy_input,
     no_tf32,
@@ -152,6 +153,21 @@ def test_apply_affine_dtype_and_empty_input():
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, X @ A + b)
     assert apply_affine(np.empty((0, 2)), A, b, torch.device("cpu")).shape == (0, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_apply_affine_works_in_row_chunks(monkeypatch, dtype):
+    # The device sees one chunk at a time (a large X is never copied to a GPU whole);
+    # the chunks must tile the output exactly.
+    monkeypatch.setattr(_base, "_TRANSFORM_CHUNK_ROWS", 3)
+    rng = np.random.default_rng(0)
+    X = np.asfortranarray(rng.normal(size=(10, 4)).astype(dtype))
+    A, b = rng.normal(size=(4, 2)), rng.normal(size=2)
+    out = apply_affine(X, A, b, torch.device("cpu"))
+    assert out.dtype == dtype and out.shape == (10, 2)
+    np.testing.assert_allclose(
+        out, X.astype(np.float64) @ A + b, rtol=1e-5 if dtype == np.float32 else 1e-12
+    )
 
 
 def test_pick_target():

@@ -273,10 +273,10 @@ def test_evaluate_with_labels_in_the_shuffled_target(tmp_path, capsys, planted):
     code, out, err = run(capsys, "evaluate", "--model", model, *args, "--json")
     assert code == 0, err
     report = json.loads(out)
-    metrics = pytest.importorskip("sklearn_compat.metrics")
-    if not hasattr(metrics, "cmc_topk_accuracy"):
-        assert {"cmc_top1", "map"} <= set(report["not_available"])
-        return
+    # sklearn_compat.metrics is merged: the label metrics must be there, not skipped.
+    from sklearn_compat import metrics
+
+    assert report["not_available"] == []
     # The labels came from the shuffled target: they must have been joined like the rows.
     Z = load_model(model).transform(X)
     expected = metrics.cmc_topk_accuracy(Z, noisy, labels, k=1, exclude_self=True)
@@ -362,11 +362,11 @@ def test_interrupt_leaves_nothing(tmp_path, capsys, planted, monkeypatch):
     assert fit(capsys, src, tgt, model)[0] == 0
     calls = []
 
-    def interrupted(model, batch, reader):
+    def interrupted(model, batch, reader, columns=(None, None)):
         calls.append(batch.start)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return model.transform(batch.X)
+        return model.transform(_cli_commands._model_input(batch.X, *columns))
 
     monkeypatch.setattr(_cli_commands, "_map_batch", interrupted)
     code, _, err = run(
@@ -728,8 +728,11 @@ def test_options_that_do_not_apply(tmp_path, capsys, fitted):
     src, tgt, _ = fitted
     code, _, err = fit(capsys, src, tgt, tmp_path / "x.skops", "--lam", "3")
     assert_one_line_error(code, err, "--lam does not apply to --method procrustes")
-    code, _, err = fit(capsys, src, tgt, tmp_path / "x.skops", "--device", "gpu7")
-    assert_one_line_error(code, err, "device must be")
+    # A malformed device name is a usage error (exit status 2), like a malformed lambda.
+    with pytest.raises(SystemExit) as exc:
+        fit(capsys, src, tgt, tmp_path / "x.skops", "--device", "gpu7")
+    assert exc.value.code == 2
+    assert "argument --device: device must be" in capsys.readouterr().err
 
 
 def test_fit_with_labels(tmp_path, capsys, planted):
@@ -770,6 +773,28 @@ def test_fit_with_labels(tmp_path, capsys, planted):
     assert code == 0, err
     model = load_model(tmp_path / "m.skops")
     assert model.lam == 12 and model.max_epochs == 2 and model.n_features_in_ == D_X
+    # A row without a label is named (file, row, id, column), for fit and for evaluate.
+    labels = (np.arange(N) % 3).astype(float)
+    labels[7] = np.nan
+    frame.assign(label=labels).to_parquet(src)
+    for command in ("fit", "evaluate"):
+        args = ["--method", "lambda-orth", "--force"] if command == "fit" else []
+        code, _, err = run(
+            capsys,
+            command,
+            "--source",
+            src,
+            "--target",
+            tgt,
+            "--id-column",
+            "id",
+            "--model",
+            tmp_path / "m.skops",
+            "--labels-column",
+            "label",
+            *args,
+        )
+        assert_one_line_error(code, err, "src.parquet: row 7 (id ", "'label': missing value")
 
 
 def test_usage_errors_exit_2(capsys):
@@ -780,6 +805,16 @@ def test_usage_errors_exit_2(capsys):
         main(["grid", "--source", "a", "--target", "b", "--lam", "-1", "--output", "r.csv"])
     assert exc.value.code == 2
     assert "lambda must be >= 0" in capsys.readouterr().err
+    # One fold is a usage error in our words, not scikit-learn's "n_splits" after a join.
+    with pytest.raises(SystemExit) as exc:
+        main(["grid", "--source", "a", "--target", "b", "--lam", "0", "--cv", "1"])
+    assert exc.value.code == 2
+    assert "at least 2 folds, got 1" in capsys.readouterr().err
+    # A malformed device is a usage error, not blamed on the rows of the input file.
+    with pytest.raises(SystemExit) as exc:
+        main(["transform", "--model", "m", "--input", "i.csv", "--output", "o", "--device", "gpu"])
+    assert exc.value.code == 2
+    assert "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu'" in capsys.readouterr().err
 
 
 def test_debug_shows_the_traceback(tmp_path, capsys, fitted):
@@ -864,7 +899,6 @@ def test_encode_not_available_is_a_clear_error(tmp_path, capsys, fitted, monkeyp
 
 
 def test_grid_table_and_plot(tmp_path, capsys, fitted):
-    pytest.importorskip("sklearn_compat.lambda_orth")
     src, tgt, _ = fitted
     results = tmp_path / "grid.csv"
     code, out, err = run(
@@ -932,3 +966,55 @@ def test_encode_with_a_parallel_export(tmp_path, capsys, planted):
     # the same in both spaces: the two encodings agree row by row after the id join.
     position = {v: i for i, v in enumerate(rb.ids)}
     assert np.allclose(ra.X, rb.X[[position[v] for v in ra.ids]], atol=1e-4)
+
+
+def test_columns_are_matched_by_name_not_position(tmp_path, capsys):
+    # A second export whose embedding columns come in another order used to be mapped
+    # position by position, silently wrong; the model now keeps X's column names.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    Y = X @ np.linalg.qr(rng.normal(size=(4, 4)))[0]
+    ids = [f"i{k}" for k in range(60)]
+    src = pd.DataFrame(X, columns=["a", "b", "c", "d"]).assign(id=ids)
+    src.to_csv(tmp_path / "src.csv", index=False)
+    src[["id", "d", "c", "b", "a"]].to_csv(tmp_path / "shuffled.csv", index=False)
+    src.rename(columns={"a": "z"}).to_csv(tmp_path / "renamed.csv", index=False)
+    pd.DataFrame(Y, columns=["u", "v", "w", "x"]).assign(id=ids).to_csv(
+        tmp_path / "tgt.csv", index=False
+    )
+    model = tmp_path / "m.skops"
+    assert fit(capsys, tmp_path / "src.csv", tmp_path / "tgt.csv", model)[0] == 0
+    outputs = {}
+    for name in ("src", "shuffled", "renamed"):
+        code, _, err = run(
+            capsys,
+            "transform",
+            "--model",
+            model,
+            "--input",
+            tmp_path / f"{name}.csv",
+            "--output",
+            tmp_path / f"out_{name}.csv",
+            "--id-column",
+            "id",
+        )
+        assert code == 0, err
+        assert ("matched by position" in err) == (name == "renamed"), err
+        outputs[name] = (tmp_path / f"out_{name}.csv").read_text()
+    assert outputs["shuffled"] == outputs["src"]
+    assert outputs["renamed"] == outputs["src"]
+    code, out, err = run(
+        capsys,
+        "evaluate",
+        "--model",
+        model,
+        "--source",
+        tmp_path / "shuffled.csv",
+        "--target",
+        tmp_path / "tgt.csv",
+        "--id-column",
+        "id",
+        "--json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["metrics"]["top1"] == 1.0

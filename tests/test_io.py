@@ -228,6 +228,20 @@ def test_bad_csv_values(tmp_path):
         read_table(lists, ColumnSpec("id"))
 
 
+def test_stray_text_in_a_sniffed_embedding_column_is_named(tmp_path):
+    # One bad cell among the rows used to sniff the types used to turn the whole column
+    # into "metadata", silently dropping a dimension; it is named instead.
+    path = tmp_path / "t.csv"
+    rows = [f"r{i},{i},{i},title {i}" for i in range(20)]
+    rows[4] = "r4,4,oops,title 4"
+    path.write_text("id,a,b,title\n" + "\n".join(rows) + "\n")
+    with pytest.raises(InputError, match=r"line 6, column 'b': not a number: 'oops'"):
+        read_table(path, ColumnSpec("id"))
+    # A text column that is mostly text stays metadata.
+    path.write_text("id,a,b,title\n" + "\n".join(rows[:4] + rows[5:]) + "\n")
+    assert open_table(path, ColumnSpec("id")).vector_columns == ["a", "b"]
+
+
 def test_unreadable_files(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         open_table(tmp_path / "none.parquet")

@@ -8,7 +8,7 @@ import sklearn
 import torch
 from scipy.stats import ortho_group
 from sklearn.base import clone
-from sklearn.model_selection import GridSearchCV
+from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import Normalizer
 
@@ -311,6 +311,32 @@ def test_bad_inputs(rng):
         LambdaOrthAligner(early_stopping=True, validation_fraction=0.001).fit(X, Y)
     with pytest.raises(TypeError, match="not both"):
         LambdaOrthAligner().fit(X, Y, y=Y)
+    with pytest.raises(ValueError, match=r"labels must be 1-d.*\(50, 2\)"):
+        LambdaOrthAligner(max_epochs=1).fit(X, Y, labels=np.zeros((50, 2)))
+    # NaN is not a class (the metrics refuse it too); it used to become one silently.
+    with pytest.raises(ValueError, match="labels contains NaN"):
+        LambdaOrthAligner(max_epochs=1).fit(X, Y, labels=np.r_[np.nan, np.zeros(49)])
+    # Labels as a tensor (any device) or a column vector are fine.
+    by_tensor = LambdaOrthAligner(max_epochs=1, random_state=0)
+    by_tensor.fit(X, Y, labels=torch.arange(50) % 3)
+    by_array = LambdaOrthAligner(max_epochs=1, random_state=0)
+    by_array.fit(X, Y, labels=(np.arange(50) % 3).astype(str))
+    np.testing.assert_array_equal(by_tensor.W_, by_array.W_)
+
+
+@pytest.mark.parametrize("factor", [1e25, 1e-25])
+def test_rescaling_works_for_extreme_float32_scales(rng, factor):
+    # Squared row norms of such float32 rows overflow (or underflow) in float32; the scales
+    # used to fall back to 1.0 silently, so training diverged or learnt nothing.
+    X, Y = planted_affine(rng, n=300)
+    params = dict(lam=1.0, max_epochs=3, early_stopping=False, random_state=0)
+    base = LambdaOrthAligner(**params).fit(X.astype(np.float32), Y.astype(np.float32))
+    big = LambdaOrthAligner(**params).fit(
+        (factor * X).astype(np.float32), (factor * Y).astype(np.float32)
+    )
+    assert big.x_scale_ == pytest.approx(factor * base.x_scale_, rel=1e-5)
+    np.testing.assert_allclose(big.W_, base.W_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(big.bias_ / factor, base.bias_, rtol=1e-4, atol=1e-5)
 
 
 # ---------------------------------------------------------------- model selection
@@ -337,13 +363,19 @@ def test_grid_search_over_lam_in_pipeline_routes_labels(rng):
         pipe = Pipeline([("norm", Normalizer()), ("align", step)])
         search = GridSearchCV(pipe, {"align__lam": [0.0, 2.0, math.inf]}, cv=3)
         search.fit(X, Y, labels=labels)
-        # Default scoring: the aligner's paired top-1 retrieval.
-        assert search.best_params_["align__lam"] in (0.0, 2.0, math.inf)
-        assert 0.0 <= search.best_score_ <= 1.0
         assert len(_LabelSpy.seen) == 3 * 3 + 1
         # Each CV fit saw the labels of its own training rows (2/3 of them).
         assert all(s is not None and len(s) == 200 for s in _LabelSpy.seen[:-1])
         np.testing.assert_array_equal(_LabelSpy.seen[-1], labels)
+        # Default scoring is the aligner's paired top-1 retrieval: the first fold's score
+        # of the best candidate, recomputed by hand, is the one the search recorded.
+        train, test = next(KFold(3).split(X))
+        by_hand = clone(pipe).set_params(**search.best_params_)
+        by_hand.fit(X[train], Y[train], labels=labels[train])
+        expected = paired_topk_accuracy(by_hand.transform(X[test]), Y[test])
+        recorded = search.cv_results_["split0_test_score"][search.best_index_]
+        assert recorded == pytest.approx(expected, abs=1e-12)
+        assert search.best_score_ == max(search.cv_results_["mean_test_score"])
 
         multi = GridSearchCV(
             pipe,

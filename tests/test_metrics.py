@@ -588,3 +588,30 @@ def test_real_features_cross_model_retrieval(mnist_features):
     betas, values = backfilling_curve(mapped, Y[test], None, labels, n_steps=4)
     assert values[0] == pytest.approx(aligned)
     assert values[-1] == pytest.approx(cmc_topk_accuracy(mapped, mapped, labels))
+
+
+# ------------------------------------------------------------------ one-line errors
+_Q = np.random.default_rng(3).normal(size=(12, 4))
+_LABELS = np.arange(12) % 3
+_METRIC_CALLS = {
+    "paired_topk_accuracy": lambda A: metrics.paired_topk_accuracy(A, _Q),
+    "mean_cosine_similarity": lambda A: metrics.mean_cosine_similarity(A, _Q),
+    "cmc_topk_accuracy": lambda A: metrics.cmc_topk_accuracy(A, _Q, _LABELS),
+    "neighbourhood_preservation": lambda A: metrics.neighbourhood_preservation(A, _Q, k=2),
+    "alignability": lambda A: metrics.alignability(A, _Q),
+}
+_BAD_EMBEDDINGS = {
+    "complex": (_Q + 1j, "Complex data not supported: "),
+    "complex tensor": (torch.as_tensor(_Q + 1j), "Complex data not supported: "),
+    "1-d": (_Q[0], "Expected 2D array"),
+    "NaN": (np.where(_Q > 1, np.nan, _Q), "NaN"),
+}
+
+
+@pytest.mark.parametrize("bad", list(_BAD_EMBEDDINGS))
+@pytest.mark.parametrize("metric", list(_METRIC_CALLS))
+def test_bad_embeddings_are_one_line_errors(metric, bad):
+    data, match = _BAD_EMBEDDINGS[bad]
+    with pytest.raises(ValueError, match=match) as info:
+        _METRIC_CALLS[metric](data)
+    assert "\n" not in str(info.value)
