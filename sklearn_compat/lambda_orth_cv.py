@@ -20,6 +20,7 @@ from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._backend import as_numpy_input
 from ._base import BaseAligner, pick_target
 from .lambda_orth import LambdaOrthAligner
 from .metrics import make_retrieval_scorer
@@ -66,7 +67,8 @@ class LambdaOrthAlignerCV(BaseAligner):
         rows).  A callable is called as ``scoring(estimator, X_test, Y_test)`` and must
         return a float, greater is better (e.g. a scorer from
         ``sklearn_compat.metrics.make_retrieval_scorer``).  A str is a metric name of
-        ``sklearn_compat.metrics.make_retrieval_scorer`` such as ``"top5"``.
+        ``sklearn_compat.metrics.make_retrieval_scorer`` such as ``"top5"``, or
+        ``"cmc_top1"`` and ``"map"``, which score with the ``labels`` given to ``fit``.
     direction : {"increasing", "decreasing"}, default="increasing"
         The order in which each fold walks the grid.  "increasing" (from orthogonal
         towards the unregularised end) converges faster; see Notes.
@@ -216,7 +218,8 @@ class LambdaOrthAlignerCV(BaseAligner):
             Target embeddings of the same items in the same row order (the old model's).
         labels : array-like of shape (n_samples,), default=None
             Class labels passed on to every ``LambdaOrthAligner.fit`` (supervised
-            contrastive term), split with the folds.
+            contrastive term), split with the folds; the held-out rows' labels also go to a
+            ``scoring`` that requests them (``"cmc_top1"``, ``"map"``).
         y : array-like, default=None
             Alias of ``Y`` under scikit-learn's usual name.
         groups : array-like of shape (n_samples,), default=None
@@ -230,7 +233,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         Y = pick_target(Y, y)
         X, Y = self._validate_pair(X, Y, reset=True)
         if labels is not None:
-            labels = np.asarray(labels)
+            labels = np.asarray(as_numpy_input(labels))
             if labels.ndim != 1 or labels.shape[0] != X.shape[0]:
                 raise ValueError(
                     f"labels must be 1-d with one entry per row of X ({X.shape[0]}), got "
@@ -239,6 +242,12 @@ class LambdaOrthAlignerCV(BaseAligner):
         base = LambdaOrthAligner() if self.estimator is None else self.estimator
         lams = self._check_lams(min(X.shape[1], Y.shape[1]))
         scorer = _get_scorer(self.scoring)
+        score_labels = _scorer_wants_labels(scorer)
+        if score_labels and labels is None:
+            raise ValueError(
+                f"scoring={self.scoring!r} needs the class labels of the rows: pass "
+                "labels=... to fit."
+            )
         cv = check_cv(self.cv, Y, classifier=False)
         splits = list(cv.split(X, Y, groups))
         descending = self.direction == "decreasing"
@@ -248,7 +257,7 @@ class LambdaOrthAlignerCV(BaseAligner):
             self._fold_path(
                 clone(base).set_params(warm_start=True),
                 (X[train], Y[train], None if labels is None else labels[train]),
-                (X[test], Y[test]),
+                (X[test], Y[test], labels[test] if score_labels else None),
                 lams,
                 path,
                 scorer,
@@ -335,7 +344,8 @@ class LambdaOrthAlignerCV(BaseAligner):
             out["n_epochs"][i] = model.n_epochs_ - epochs_before
             out["orthogonality_gap"][i] = model.orthogonality_gap_
             start = time.perf_counter()
-            score = scorer(model, test[0], test[1])
+            extra = {} if test[2] is None else {"labels": test[2]}
+            score = scorer(model, test[0], test[1], **extra)
             out["score_time"][i] = time.perf_counter() - start
             if not isinstance(score, Real):
                 raise TypeError(
@@ -398,6 +408,18 @@ def _get_scorer(scoring):
     if callable(scoring):
         return scoring
     return make_retrieval_scorer(scoring)
+
+
+def _scorer_wants_labels(scorer):
+    """Whether ``scorer`` asks for the rows' class labels (cmc_top<k>, map, ...).
+
+    Read from its metadata request, as GridSearchCV's routing would: the held-out rows'
+    labels are then passed to it with each fold's test split.
+    """
+    if not hasattr(scorer, "get_metadata_routing"):
+        return False
+    request = scorer.get_metadata_routing().score.requests
+    return request.get("labels") is True
 
 
 def _cv_results(lams, record):

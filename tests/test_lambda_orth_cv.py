@@ -247,3 +247,46 @@ def test_y_alias_and_mismatched_rows(problem):
     np.testing.assert_array_equal(a.W_, b.W_)
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         LambdaOrthAlignerCV(**params).fit(X, Y[:-1])
+
+
+def test_label_scoring_gets_the_held_out_labels_like_grid_search(problem):
+    # scoring="cmc_top1" used to be called without labels and failed on every fit; the
+    # held-out rows' labels now go to it, as GridSearchCV's metadata routing sends them.
+    from sklearn import config_context
+
+    from sklearn_compat.metrics import make_retrieval_scorer
+
+    X, Y = problem
+    labels = np.arange(X.shape[0]) % 5
+    search = LambdaOrthAlignerCV(
+        [0.0, np.inf], estimator=small_aligner(), cv=CV, scoring="cmc_top1"
+    ).fit(X, Y, labels=labels)
+    with config_context(enable_metadata_routing=True):
+        grid = GridSearchCV(
+            small_aligner().set_fit_request(labels=True),
+            {"lam": [0.0]},
+            cv=CV,
+            scoring=make_retrieval_scorer("cmc_top1"),
+        ).fit(X, Y, labels=labels)
+    for k in range(3):
+        key = f"split{k}_test_score"
+        assert search.cv_results_[key][0] == grid.cv_results_[key][0]
+    with pytest.raises(ValueError, match="scoring='map' needs the class labels"):
+        LambdaOrthAlignerCV([0.0], estimator=small_aligner(), cv=2, scoring="map").fit(X, Y)
+
+
+def test_inside_a_pipeline_with_routed_labels(problem):
+    from sklearn import config_context
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, Y = problem
+    labels = np.arange(X.shape[0]) % 4
+    params = dict(lams=[0.0, np.inf], estimator=small_aligner(max_epochs=3), cv=2)
+    with config_context(enable_metadata_routing=True):
+        pipe = make_pipeline(
+            StandardScaler(), LambdaOrthAlignerCV(**params).set_fit_request(labels=True)
+        ).fit(X, Y, labels=labels)
+    direct = LambdaOrthAlignerCV(**params).fit(StandardScaler().fit_transform(X), Y, labels=labels)
+    np.testing.assert_array_equal(pipe[-1].W_, direct.W_)
+    assert pipe.score(X, Y) == direct.score(StandardScaler().fit_transform(X), Y)
