@@ -18,6 +18,7 @@ from sklearn.base import _fit_context, clone
 from sklearn.exceptions import FitFailedWarning, NotFittedError
 from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._backend import as_numpy_input
@@ -375,6 +376,26 @@ class LambdaOrthAlignerCV(BaseAligner):
         if hasattr(self, "best_estimator_"):
             return self.best_estimator_._compute_device()
         return super()._compute_device()
+
+    @available_if(lambda self: getattr(self.estimator, "bidirectional", False))
+    def transform_target(self, Y):
+        """``best_estimator_.transform_target``: Y into the shared space (forward adapter).
+
+        Available when ``estimator`` has ``bidirectional=True``.
+
+        Parameters
+        ----------
+        Y : array-like of shape (n_samples, n_targets_)
+            Embeddings in Y's space.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_targets_)
+            In Y's float dtype.
+        """
+        check_is_fitted(self)
+        self._affine_map()  # the refit=False message
+        return self.best_estimator_.transform_target(Y)
 
     @property
     def n_targets_(self):

@@ -290,3 +290,16 @@ def test_inside_a_pipeline_with_routed_labels(problem):
     direct = LambdaOrthAlignerCV(**params).fit(StandardScaler().fit_transform(X), Y, labels=labels)
     np.testing.assert_array_equal(pipe[-1].W_, direct.W_)
     assert pipe.score(X, Y) == direct.score(StandardScaler().fit_transform(X), Y)
+
+
+def test_transform_target_only_with_a_forward_adapter(problem):
+    X, Y = problem
+    params = dict(lams=[0.0, np.inf], cv=2)
+    plain = LambdaOrthAlignerCV(estimator=small_aligner(max_epochs=2), **params).fit(X, Y)
+    assert not hasattr(plain, "transform_target")
+    both = LambdaOrthAlignerCV(
+        estimator=small_aligner(max_epochs=2, bidirectional=True), **params
+    ).fit(X, Y)
+    np.testing.assert_array_equal(
+        both.transform_target(Y), both.best_estimator_.transform_target(Y)
+    )
