@@ -347,10 +347,15 @@ def run_evaluate(args):
 
 
 # ------------------------------------------------------------------------------ grid
-def _write_results(frame, path, force):
+def _results_suffix(path):
     suffix = Path(path).suffix.lower()
     if suffix not in (".csv", ".parquet", ".pq", ".json"):
         raise InputError("results must be .csv, .parquet or .json", path=str(path))
+    return suffix
+
+
+def _write_results(frame, path, force):
+    suffix = _results_suffix(path)
     with AtomicOutput(path, force=force) as out:
         if suffix == ".csv":
             frame.to_csv(out.tmp, index=False)
@@ -365,6 +370,12 @@ def run_grid(args):
 
     plot = None if args.no_plot else (args.plot or str(Path(args.output).with_suffix(".png")))
     inputs = (args.source, args.target)
+    # Everything that would stop the run at the end is checked before the first fit.
+    _results_suffix(args.output)
+    repeated = sorted({lam for lam in args.lam if args.lam.count(lam) > 1})
+    if repeated:
+        raise InputError(f"--lam has repeated values: {' '.join(f'{v:g}' for v in repeated)}")
+    _distinct_outputs(("--output", args.output), ("--plot", plot))
     _check_output(args.output, args.force, inputs)
     if plot is not None:
         _check_output(plot, args.force, inputs)

@@ -1139,3 +1139,42 @@ def test_encode_outputs_must_be_distinct_and_choices_checked(tmp_path, capsys, r
             main([str(a) for a in base] + [option, value])
         assert info.value.code == 2
         assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--lam", "0", "1", "1"], "--lam has repeated values: 1"),
+        (["--lam", "0", "--output-suffix", ".txt"], "results must be .csv, .parquet or .json"),
+        (["--lam", "0", "--plot", "SAME"], "--plot and --output name the same file"),
+    ],
+)
+def test_grid_refuses_before_any_fit(tmp_path, capsys, fitted, extra, message):
+    # These used to be found after every fold had been trained (the plot was even
+    # written over the results file), or not at all (repeated lambdas).
+    src, tgt, _ = fitted
+    output = tmp_path / "res.csv"
+    if "--output-suffix" in extra:
+        output = output.with_suffix(extra[-1])
+        extra = extra[:2]
+    extra = [output if a == "SAME" else a for a in extra]
+    code, _, err = run(
+        capsys,
+        "grid",
+        "--source",
+        src,
+        "--target",
+        tgt,
+        "--id-column",
+        "id",
+        "--cv",
+        "2",
+        "--epochs",
+        "2",
+        "--output",
+        output,
+        *extra,
+    )
+    assert_one_line_error(code, err, message)
+    assert "top-1" not in err  # nothing was fitted
+    assert no_output_left(tmp_path, "res.")
