@@ -103,8 +103,16 @@ def test_grid_order_is_kept_and_ties_rank_like_grid_search(problem):
     assert results["mean_n_epochs"][3] == 0 and results["mean_n_epochs"][2] > 0
     assert results["mean_test_score"][3] == results["mean_test_score"][2]
     assert results["rank_test_score"][3] == results["rank_test_score"][2]
-    if results["rank_test_score"][2] == 1:
-        assert search.lam_ == 1e3
+    # Ties rank as GridSearchCV ranks them: all share the best rank, the first listed
+    # wins.  (This used to be checked only if lam=1e3 happened to rank first; it does not.)
+    tied = dict(estimator=small_aligner(max_epochs=2), cv=2, scoring=lambda e, X, Y: 0.5)
+    search = LambdaOrthAlignerCV(lams, **tied).fit(X, Y)
+    grid = GridSearchCV(tied["estimator"], {"lam": lams}, cv=2, scoring=tied["scoring"])
+    grid.fit(X, Y)
+    np.testing.assert_array_equal(
+        search.cv_results_["rank_test_score"], grid.cv_results_["rank_test_score"]
+    )
+    assert search.lam_ == grid.best_params_["lam"] == 2.0
 
 
 def test_refit_is_the_aligner_with_the_chosen_lam(problem, path_searches):
