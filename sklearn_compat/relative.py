@@ -372,8 +372,14 @@ array-like of int, default="random"
     # ------------------------------------------------------------------ helpers
     def _validate(self, X, *, reset, name="X"):
         """numpy/pandas/torch (any device) in; the shared one-line errors for bad input."""
-        with one_line_errors():
-            return validate_data(self, checked_input(X, name), dtype=FLOAT_DTYPES, reset=reset)
+        try:
+            with one_line_errors():
+                return validate_data(self, checked_input(X, name), dtype=FLOAT_DTYPES, reset=reset)
+        except ValueError as exc:
+            if name == "X":
+                raise
+            # scikit-learn calls every such input X ("Input X contains NaN").
+            raise ValueError(str(exc).replace("Input X ", f"Input {name} ")) from None
 
     def _whitening(self, X):
         return whitening(X, self.shrinkage, self.eps)

@@ -518,6 +518,13 @@ def test_bad_input_is_a_one_line_error_everywhere(rng, case):
         assert "\n" not in str(info.value), name
 
 
+def test_rebase_errors_name_x_parallel(rng):
+    X = _data(rng, n=40)
+    fitted = RelativeAnchorEncoder(n_anchors=4, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="^Input X_parallel contains NaN"):
+        fitted.rebase(np.where(X > 3, np.nan, X))
+
+
 def test_stratified_labels_are_checked_like_the_metrics(rng):
     X = _data(rng, n=40)
     enc = RelativeAnchorEncoder(n_anchors=4, anchors="stratified", random_state=0)
