@@ -390,6 +390,9 @@ def test_stratified_needs_labels(rng):
     "indices, error, message",
     [
         ([0, 200], ValueError, r"must lie in \[0, 120\)"),
+        ([-1, 3], ValueError, r"must lie in \[0, 120\).*from -1"),
+        ([True, False], TypeError, "integers, got dtype bool"),
+        ([], ValueError, "non-empty"),
         ([1, 1, 2], ValueError, "distinct"),
         ([0.5, 1.0], TypeError, "integers"),
         ([[0, 1]], ValueError, "1-d"),
