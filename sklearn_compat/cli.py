@@ -337,15 +337,17 @@ def build_parser():
     en.add_argument(
         "--normalize",
         choices=("l2", "standard"),
-        help="post-process the encoding: unit rows, or columns standardised on the "
-        "encoded items (default: none)",
+        help="post-process the encoding: unit rows, or each column standardised with "
+        "its mean and deviation over the rows the anchors were fitted on (default: none)",
     )
     en.add_argument(
         "--labels-column",
         metavar="COL",
         help="class labels in INPUT, for --anchors stratified",
     )
-    en.add_argument("--seed", type=int, help="random_state of the anchor choice")
+    en.add_argument(
+        "--seed", type=int, help="random_state of the anchor choice (repeatable encodings)"
+    )
     en.add_argument(
         "--parallel",
         metavar="OTHER",
@@ -367,7 +369,13 @@ def build_parser():
         )
     en.add_argument("--model", help="also save the fitted encoder here")
     en.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    en.add_argument("--duplicates", choices=DUPLICATE_POLICIES, default="error")
+    en.add_argument(
+        "--duplicates",
+        choices=DUPLICATE_POLICIES,
+        default="error",
+        help="ids on several rows of INPUT or OTHER: an error (default), keep the first "
+        "or last row, or drop every such id",
+    )
     en.add_argument("--device", type=_device, help="where to compute")
     return parser
 
