@@ -404,6 +404,15 @@ class LambdaOrthAlignerCV(BaseAligner):
         self._affine_map()
         return self.W_.shape[1]
 
+    def __getstate__(self):
+        # A grid given as a tensor is saved as the float64 array it means: skops then
+        # loads the search trusting only our classes (it cannot save a tensor at all).
+        state = super().__getstate__()
+        lams = state.get("lams")
+        if lams is not None and type(lams).__module__.startswith("torch"):
+            state = {**state, "lams": as_numpy_input(lams).astype(np.float64)}
+        return state
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False

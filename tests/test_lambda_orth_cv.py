@@ -311,3 +311,22 @@ def test_transform_target_only_with_a_forward_adapter(problem):
     np.testing.assert_array_equal(
         both.transform_target(Y), both.best_estimator_.transform_target(Y)
     )
+
+
+def test_tensor_grid_saves_with_skops(problem, tmp_path):
+    torch = pytest.importorskip("torch")
+    sio = pytest.importorskip("skops.io")
+    X, Y = problem
+    search = LambdaOrthAlignerCV(
+        torch.tensor([0.0, float("inf")]), estimator=small_aligner(max_epochs=2), cv=2
+    ).fit(X, Y)
+    path = tmp_path / "search.skops"
+    sio.dump(search, path)  # used to fail: skops cannot save a tensor
+    names = sorted(
+        f"sklearn_compat.{m}"
+        for m in ("lambda_orth.LambdaOrthAligner", "lambda_orth_cv.LambdaOrthAlignerCV")
+    )
+    assert sio.get_untrusted_types(file=path) == names
+    loaded = sio.load(path, trusted=names)
+    np.testing.assert_array_equal(loaded.transform(X), search.transform(X))
+    np.testing.assert_array_equal(loaded.lams, [0.0, np.inf])
