@@ -347,10 +347,15 @@ def run_evaluate(args):
 
 
 # ------------------------------------------------------------------------------ grid
-def _write_results(frame, path, force):
+def _results_suffix(path):
     suffix = Path(path).suffix.lower()
     if suffix not in (".csv", ".parquet", ".pq", ".json"):
         raise InputError("results must be .csv, .parquet or .json", path=str(path))
+    return suffix
+
+
+def _write_results(frame, path, force):
+    suffix = _results_suffix(path)
     with AtomicOutput(path, force=force) as out:
         if suffix == ".csv":
             frame.to_csv(out.tmp, index=False)
@@ -365,6 +370,12 @@ def run_grid(args):
 
     plot = None if args.no_plot else (args.plot or str(Path(args.output).with_suffix(".png")))
     inputs = (args.source, args.target)
+    # Everything that would stop the run at the end is checked before the first fit.
+    _results_suffix(args.output)
+    repeated = sorted({lam for lam in args.lam if args.lam.count(lam) > 1})
+    if repeated:
+        raise InputError(f"--lam has repeated values: {' '.join(f'{v:g}' for v in repeated)}")
+    _distinct_outputs(("--output", args.output), ("--plot", plot))
     _check_output(args.output, args.force, inputs)
     if plot is not None:
         _check_output(plot, args.force, inputs)
@@ -418,11 +429,33 @@ class _Only:
 
 
 # ---------------------------------------------------------------------------- encode
+def _distinct_outputs(*paths):
+    """Two outputs of one command must not be the same file (the second would replace
+    the first without a word)."""
+    seen = {}
+    for flag, path in paths:
+        if not path:
+            continue
+        key = Path(path).resolve()
+        if key in seen:
+            raise InputError(f"{flag} and {seen[key]} name the same file {path}")
+        seen[key] = flag
+
+
 def run_encode(args):
     if args.parallel_output and not args.parallel:
         raise InputError("--parallel-output needs --parallel")
     if args.parallel and not args.parallel_output:
         raise InputError("--parallel needs --parallel-output (where to write its encoding)")
+    if args.anchors == "stratified" and not args.labels_column:
+        raise InputError("--anchors stratified needs --labels-column (the class labels)")
+    if args.labels_column and args.anchors != "stratified":
+        raise InputError("--labels-column only applies to --anchors stratified")
+    _distinct_outputs(
+        ("--output", args.output),
+        ("--parallel-output", args.parallel_output),
+        ("--model", args.model),
+    )
     inputs = tuple(p for p in (args.input, args.parallel) if p)
     _check_output(args.output, args.force, inputs)
     if args.parallel_output:
@@ -436,13 +469,20 @@ def run_encode(args):
         "similarity": args.similarity,
         "random_state": args.seed,
     }
+    if args.normalize:
+        params["normalize"] = args.normalize
     if args.device:
         params["device"] = args.device
     encoder = encoder_cls(**params)
-    spec = _source_spec(args)
-    source = read_table(args.input, spec, dtype=args.dtype)
+    extra = (args.labels_column,) if args.labels_column else ()
+    source = read_table(
+        args.input, _source_spec(args, exclude=extra), dtype=args.dtype, extra_columns=extra
+    )
+    for column in extra:
+        _check_present(source, column)
     reader, table = source
     _warn_dropped_columns(reader)
+    rows_s = slice(None)
     if args.parallel:
         own = (args.parallel_prefix, args.parallel_pattern, args.parallel_vector_column)
         other_spec = ColumnSpec(
@@ -452,12 +492,18 @@ def run_encode(args):
         other = read_table(args.parallel, other_spec, dtype=args.dtype)
         rows_s, rows_p, report = join_on_ids(source, other, duplicates=args.duplicates)
         _log(report.summary())
-        # Anchors are drawn from the items both exports hold, so the parallel space can
-        # be rebased on exactly the same items.
-        encoder.fit(table.X[rows_s])
-        parallel = encoder.rebase(other[1].X[rows_p])
-    else:
-        encoder.fit(table.X)
+    fit_params = {}
+    if args.labels_column:
+        fit_params["y"] = table.extra[args.labels_column][rows_s]
+    if args.parallel and args.anchors == "param":
+        # PARAM learns the mixtures across the spaces: the parallel rows take part.
+        fit_params["parallel"] = [other[1].X[rows_p]]
+    # Anchors are drawn from the items both exports hold, so the parallel space can be
+    # rebased on exactly the same items.  Named columns are kept, so a saved encoder
+    # matches an export's columns by name when it is applied with `transform`.
+    encoder.fit(_named_frame(table.X[rows_s], reader), **fit_params)
+    if args.parallel:
+        parallel = encoder.rebase(_named_frame(other[1].X[rows_p], other[0]))
     _write_encoding(encoder, reader, table, args.output, args)
     if args.parallel:
         _write_encoding(parallel, other[0], other[1], args.parallel_output, args)
@@ -471,11 +517,12 @@ def run_encode(args):
 
 
 def _write_encoding(encoder, reader, table, path, args):
-    R = encoder.transform(table.X)
+    R = encoder.transform(_named_frame(table.X, reader))
     form = reader.form if reader.form != "array" or path.lower().endswith(".npy") else "columns"
     names = None
     if form == "columns":
-        names = [f"anchor_{i}" for i in range(R.shape[1])]
+        # The encoder's own output names, as `transform --model` writes them.
+        names = [str(n) for n in encoder.get_feature_names_out()]
     id_dtype = table.ids.dtype if table.ids is not None and table.ids.dtype != object else None
     layout = OutputLayout(
         form, R.shape[1], reader.id_column, names, reader.list_column or "embedding", id_dtype

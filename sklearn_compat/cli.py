@@ -312,16 +312,42 @@ def build_parser():
         "--parallel, encode another model's export of the same "
         "items against the same anchor items.",
     )
-    en.add_argument("--input", required=True)
-    en.add_argument("--output", required=True)
-    en.add_argument("--n-anchors", type=_positive_int, default=64)
+    en.add_argument("--input", required=True, help="the table to encode")
+    en.add_argument("--output", required=True, help="where to write its encoding")
+    en.add_argument(
+        "--n-anchors",
+        type=_positive_int,
+        default=64,
+        metavar="M",
+        help="number of anchors, the width of the encoding (default 64)",
+    )
     en.add_argument(
         "--anchors",
         default="random",
-        help="anchor strategy: random, kmeans, fps, ... (default random)",
+        choices=("random", "stratified", "kmeans", "kmeans_mixture", "fps", "param"),
+        help="anchor strategy (default random); stratified needs --labels-column, "
+        "param learns the anchors across INPUT and --parallel",
     )
-    en.add_argument("--similarity", default="cosine", help="cosine (default), euclidean, dot, wip")
-    en.add_argument("--seed", type=int, help="random_state of the anchor choice")
+    en.add_argument(
+        "--similarity",
+        default="cosine",
+        choices=("cosine", "euclidean", "dot", "wip"),
+        help="similarity to the anchors (default cosine; wip: whitened inner product)",
+    )
+    en.add_argument(
+        "--normalize",
+        choices=("l2", "standard"),
+        help="post-process the encoding: unit rows, or each column standardised with "
+        "its mean and deviation over the rows the anchors were fitted on (default: none)",
+    )
+    en.add_argument(
+        "--labels-column",
+        metavar="COL",
+        help="class labels in INPUT, for --anchors stratified",
+    )
+    en.add_argument(
+        "--seed", type=int, help="random_state of the anchor choice (repeatable encodings)"
+    )
     en.add_argument(
         "--parallel",
         metavar="OTHER",
@@ -343,7 +369,13 @@ def build_parser():
         )
     en.add_argument("--model", help="also save the fitted encoder here")
     en.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    en.add_argument("--duplicates", choices=DUPLICATE_POLICIES, default="error")
+    en.add_argument(
+        "--duplicates",
+        choices=DUPLICATE_POLICIES,
+        default="error",
+        help="ids on several rows of INPUT or OTHER: an error (default), keep the first "
+        "or last row, or drop every such id",
+    )
     en.add_argument("--device", type=_device, help="where to compute")
     return parser
 

@@ -18,8 +18,10 @@ from sklearn.base import _fit_context, clone
 from sklearn.exceptions import FitFailedWarning, NotFittedError
 from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from ._backend import as_numpy_input
 from ._base import BaseAligner, pick_target
 from .lambda_orth import LambdaOrthAligner
 from .metrics import make_retrieval_scorer
@@ -66,7 +68,8 @@ class LambdaOrthAlignerCV(BaseAligner):
         rows).  A callable is called as ``scoring(estimator, X_test, Y_test)`` and must
         return a float, greater is better (e.g. a scorer from
         ``sklearn_compat.metrics.make_retrieval_scorer``).  A str is a metric name of
-        ``sklearn_compat.metrics.make_retrieval_scorer`` such as ``"top5"``.
+        ``sklearn_compat.metrics.make_retrieval_scorer`` such as ``"top5"``, or
+        ``"cmc_top1"`` and ``"map"``, which score with the ``labels`` given to ``fit``.
     direction : {"increasing", "decreasing"}, default="increasing"
         The order in which each fold walks the grid.  "increasing" (from orthogonal
         towards the unregularised end) converges faster; see Notes.
@@ -216,7 +219,8 @@ class LambdaOrthAlignerCV(BaseAligner):
             Target embeddings of the same items in the same row order (the old model's).
         labels : array-like of shape (n_samples,), default=None
             Class labels passed on to every ``LambdaOrthAligner.fit`` (supervised
-            contrastive term), split with the folds.
+            contrastive term), split with the folds; the held-out rows' labels also go to a
+            ``scoring`` that requests them (``"cmc_top1"``, ``"map"``).
         y : array-like, default=None
             Alias of ``Y`` under scikit-learn's usual name.
         groups : array-like of shape (n_samples,), default=None
@@ -230,7 +234,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         Y = pick_target(Y, y)
         X, Y = self._validate_pair(X, Y, reset=True)
         if labels is not None:
-            labels = np.asarray(labels)
+            labels = np.asarray(as_numpy_input(labels))
             if labels.ndim != 1 or labels.shape[0] != X.shape[0]:
                 raise ValueError(
                     f"labels must be 1-d with one entry per row of X ({X.shape[0]}), got "
@@ -239,6 +243,12 @@ class LambdaOrthAlignerCV(BaseAligner):
         base = LambdaOrthAligner() if self.estimator is None else self.estimator
         lams = self._check_lams(min(X.shape[1], Y.shape[1]))
         scorer = _get_scorer(self.scoring)
+        score_labels = _scorer_wants_labels(scorer)
+        if score_labels and labels is None:
+            raise ValueError(
+                f"scoring={self.scoring!r} needs the class labels of the rows: pass "
+                "labels=... to fit."
+            )
         cv = check_cv(self.cv, Y, classifier=False)
         splits = list(cv.split(X, Y, groups))
         descending = self.direction == "decreasing"
@@ -248,7 +258,7 @@ class LambdaOrthAlignerCV(BaseAligner):
             self._fold_path(
                 clone(base).set_params(warm_start=True),
                 (X[train], Y[train], None if labels is None else labels[train]),
-                (X[test], Y[test]),
+                (X[test], Y[test], labels[test] if score_labels else None),
                 lams,
                 path,
                 scorer,
@@ -335,7 +345,8 @@ class LambdaOrthAlignerCV(BaseAligner):
             out["n_epochs"][i] = model.n_epochs_ - epochs_before
             out["orthogonality_gap"][i] = model.orthogonality_gap_
             start = time.perf_counter()
-            score = scorer(model, test[0], test[1])
+            extra = {} if test[2] is None else {"labels": test[2]}
+            score = scorer(model, test[0], test[1], **extra)
             out["score_time"][i] = time.perf_counter() - start
             if not isinstance(score, Real):
                 raise TypeError(
@@ -366,12 +377,41 @@ class LambdaOrthAlignerCV(BaseAligner):
             return self.best_estimator_._compute_device()
         return super()._compute_device()
 
+    @available_if(lambda self: getattr(self.estimator, "bidirectional", False))
+    def transform_target(self, Y):
+        """``best_estimator_.transform_target``: Y into the shared space (forward adapter).
+
+        Available when ``estimator`` has ``bidirectional=True``.
+
+        Parameters
+        ----------
+        Y : array-like of shape (n_samples, n_targets_)
+            Embeddings in Y's space.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_targets_)
+            In Y's float dtype.
+        """
+        check_is_fitted(self)
+        self._affine_map()  # the refit=False message
+        return self.best_estimator_.transform_target(Y)
+
     @property
     def n_targets_(self):
         """Dimension of Y's space (the width of ``transform``'s output)."""
         check_is_fitted(self)
         self._affine_map()
         return self.W_.shape[1]
+
+    def __getstate__(self):
+        # A grid given as a tensor is saved as the float64 array it means: skops then
+        # loads the search trusting only our classes (it cannot save a tensor at all).
+        state = super().__getstate__()
+        lams = state.get("lams")
+        if lams is not None and type(lams).__module__.startswith("torch"):
+            state = {**state, "lams": as_numpy_input(lams).astype(np.float64)}
+        return state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -398,6 +438,18 @@ def _get_scorer(scoring):
     if callable(scoring):
         return scoring
     return make_retrieval_scorer(scoring)
+
+
+def _scorer_wants_labels(scorer):
+    """Whether ``scorer`` asks for the rows' class labels (cmc_top<k>, map, ...).
+
+    Read from its metadata request, as GridSearchCV's routing would: the held-out rows'
+    labels are then passed to it with each fold's test split.
+    """
+    if not hasattr(scorer, "get_metadata_routing"):
+        return False
+    request = scorer.get_metadata_routing().score.requests
+    return request.get("labels") is True
 
 
 def _cv_results(lams, record):

@@ -21,8 +21,9 @@ from ._anchors import (
     random_anchors,
     stratified_anchors,
 )
-from ._backend import as_numpy_input, resolve_device
+from ._backend import as_numpy_input, checked_input, one_line_errors, resolve_device
 from ._param import DEFAULT_LOSS_WEIGHTS, initial_logits, train_mixture
+from ._ranking import encode_labels
 from ._similarity import (
     SIMILARITIES,
     prepare_kernel,
@@ -263,7 +264,7 @@ array-like of int, default="random"
         self : object
             Fitted encoder.
         """
-        X = validate_data(self, as_numpy_input(X), dtype=FLOAT_DTYPES)
+        X = self._validate(X, reset=True)
         n = X.shape[0]
         strategy = self.anchors if isinstance(self.anchors, str) else "indices"
         if parallel is not None and strategy != "param":
@@ -369,6 +370,17 @@ array-like of int, default="random"
             )
 
     # ------------------------------------------------------------------ helpers
+    def _validate(self, X, *, reset, name="X"):
+        """numpy/pandas/torch (any device) in; the shared one-line errors for bad input."""
+        try:
+            with one_line_errors():
+                return validate_data(self, checked_input(X, name), dtype=FLOAT_DTYPES, reset=reset)
+        except ValueError as exc:
+            if name == "X":
+                raise
+            # scikit-learn calls every such input X ("Input X contains NaN").
+            raise ValueError(str(exc).replace("Input X ", f"Input {name} ")) from None
+
     def _whitening(self, X):
         return whitening(X, self.shrinkage, self.eps)
 
@@ -384,7 +396,7 @@ array-like of int, default="random"
 
     @staticmethod
     def _check_indices(indices, n):
-        idx = np.asarray(indices)
+        idx = np.asarray(as_numpy_input(indices))
         if idx.ndim != 1 or idx.size == 0:
             raise ValueError(
                 f"anchors given as indices must be a non-empty 1-d array, got shape {idx.shape}."
@@ -404,10 +416,16 @@ array-like of int, default="random"
     def _check_labels(y, n):
         if y is None:
             raise ValueError("anchors='stratified' needs the class labels y in fit(X, y).")
-        y = column_or_1d(as_numpy_input(y))
+        y = np.asarray(as_numpy_input(y))
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-d, one class label per row; got shape {y.shape}.")
         if y.shape[0] != n:
             raise ValueError(f"y has {y.shape[0]} labels, but X has {n} rows.")
-        return y
+        # The metrics' encoding: NaN (or None) is not a class and is refused.
+        (codes,) = encode_labels(y, names=["y"])
+        return codes
 
     @staticmethod
     def _check_parallel(parallel, n):
@@ -420,7 +438,9 @@ array-like of int, default="random"
             )
         banks = []
         for i, B in enumerate(parallel):
-            B = check_array(as_numpy_input(B), dtype=FLOAT_DTYPES, input_name=f"parallel[{i}]")
+            name = f"parallel[{i}]"
+            with one_line_errors():
+                B = check_array(checked_input(B, name), dtype=FLOAT_DTYPES, input_name=name)
             if B.shape[0] != n:
                 raise ValueError(
                     f"parallel[{i}] has {B.shape[0]} rows, but X has {n}: parallel spaces "
@@ -466,7 +486,7 @@ array-like of int, default="random"
             In X's float dtype.
         """
         check_is_fitted(self)
-        X = validate_data(self, as_numpy_input(X), dtype=FLOAT_DTYPES, reset=False)
+        X = self._validate(X, reset=False)
         return self._relative(X)
 
     def rebase(self, X_parallel):
@@ -487,7 +507,7 @@ array-like of int, default="random"
         """
         check_is_fitted(self)
         new = clone(self)
-        Xp = validate_data(new, as_numpy_input(X_parallel), dtype=FLOAT_DTYPES)
+        Xp = new._validate(X_parallel, reset=True, name="X_parallel")
         if Xp.shape[0] != self.n_samples_fit_:
             raise ValueError(
                 f"X_parallel has {Xp.shape[0]} rows, but the encoder was fitted on "
@@ -523,6 +543,17 @@ array-like of int, default="random"
         check_is_fitted(self)
         _check_feature_names_in(self, input_features, generate_names=False)
         return np.asarray([f"anchor{i}" for i in range(self.n_anchors_)], dtype=object)
+
+    def __getstate__(self):
+        # Parameters given as torch objects are saved as their plain equivalents (a
+        # device as its string, index tensors as int64 arrays), which every method accepts
+        # alike: skops then loads the encoder trusting only its own class.
+        state = super().__getstate__()
+        if isinstance(state.get("device"), torch.device):
+            state = {**state, "device": str(state["device"])}
+        if isinstance(state.get("anchors"), torch.Tensor):
+            state = {**state, "anchors": as_numpy_input(state["anchors"]).astype(np.int64)}
+        return state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1018,3 +1018,163 @@ def test_columns_are_matched_by_name_not_position(tmp_path, capsys):
     )
     assert code == 0, err
     assert json.loads(out)["metrics"]["top1"] == 1.0
+
+
+def _encode_tables(tmp_path, rng):
+    """Two exports of the same 80 items, same order; the source has a label column."""
+    X = rng.normal(size=(80, 5))
+    Y = np.tanh(X @ rng.normal(size=(5, 4)))
+    ids = [f"i{k:02d}" for k in range(80)]
+    labels = np.arange(80) % 4
+    src = pd.DataFrame(X, columns=[f"a{j}" for j in range(5)]).assign(id=ids, label=labels)
+    src.to_csv(tmp_path / "src.csv", index=False)
+    tgt = pd.DataFrame(Y, columns=[f"b{j}" for j in range(4)]).assign(id=ids)
+    tgt.to_parquet(tmp_path / "tgt.parquet", index=False)
+    return X, Y, labels
+
+
+def test_encode_param_learns_the_anchors_across_the_parallel_export(tmp_path, capsys, rng):
+    # --anchors param with --parallel used to learn the mixture on INPUT alone.
+    from sklearn_compat import RelativeAnchorEncoder
+
+    X, Y, _ = _encode_tables(tmp_path, rng)
+    code, _, err = run(
+        capsys,
+        "encode",
+        "--input",
+        tmp_path / "src.csv",
+        "--prefix",
+        "a",
+        "--output",
+        tmp_path / "ea.csv",
+        "--id-column",
+        "id",
+        "--n-anchors",
+        "6",
+        "--anchors",
+        "param",
+        "--similarity",
+        "wip",
+        "--seed",
+        "0",
+        "--parallel",
+        tmp_path / "tgt.parquet",
+        "--parallel-prefix",
+        "b",
+        "--parallel-output",
+        tmp_path / "eb.csv",
+    )
+    assert code == 0, err
+    enc = RelativeAnchorEncoder(n_anchors=6, anchors="param", similarity="wip", random_state=0)
+    enc.fit(X, parallel=[Y])
+    got_a = pd.read_csv(tmp_path / "ea.csv")
+    got_b = pd.read_csv(tmp_path / "eb.csv")
+    assert list(got_a.columns) == ["id"] + [f"anchor{i}" for i in range(6)]
+    np.testing.assert_allclose(got_a.iloc[:, 1:].to_numpy(), enc.transform(X), rtol=1e-10)
+    np.testing.assert_allclose(
+        got_b.iloc[:, 1:].to_numpy(), enc.rebase(Y).transform(Y), rtol=1e-10
+    )
+
+
+def test_encode_stratified_with_labels_and_saved_encoder(tmp_path, capsys, rng):
+    from sklearn_compat import RelativeAnchorEncoder
+
+    X, _, labels = _encode_tables(tmp_path, rng)
+    base = ["encode", "--input", tmp_path / "src.csv", "--id-column", "id", "--prefix", "a"]
+    base += ["--n-anchors", "8", "--seed", "0"]
+    code, _, err = run(capsys, *base, "--output", tmp_path / "x.csv", "--anchors", "stratified")
+    assert_one_line_error(code, err, "--anchors stratified needs --labels-column")
+    code, _, err = run(capsys, *base, "--output", tmp_path / "x.csv", "--labels-column", "label")
+    assert_one_line_error(code, err, "--labels-column only applies to --anchors stratified")
+    assert no_output_left(tmp_path, "x.")
+    strat = ["--anchors", "stratified", "--labels-column", "label"]
+    model = tmp_path / "enc.skops"
+    code, _, err = run(capsys, *base, *strat, "--output", tmp_path / "e.csv", "--model", model)
+    assert code == 0, err
+    enc = RelativeAnchorEncoder(n_anchors=8, anchors="stratified", random_state=0)
+    enc.fit(X, labels)
+    encoded = pd.read_csv(tmp_path / "e.csv")
+    np.testing.assert_allclose(encoded.iloc[:, 1:].to_numpy(), enc.transform(X), rtol=1e-10)
+    np.testing.assert_array_equal(load_model(model).anchor_indices_, enc.anchor_indices_)
+    # The saved encoder, applied with `transform`, writes the very same table.
+    code, _, err = run(
+        capsys,
+        "transform",
+        "--model",
+        model,
+        "--input",
+        tmp_path / "src.csv",
+        "--prefix",
+        "a",
+        "--id-column",
+        "id",
+        "--output",
+        tmp_path / "t.csv",
+    )
+    assert code == 0, err
+    assert (tmp_path / "t.csv").read_text() == (tmp_path / "e.csv").read_text()
+
+
+def test_encode_outputs_must_be_distinct_and_choices_checked(tmp_path, capsys, rng):
+    _encode_tables(tmp_path, rng)
+    base = ["encode", "--input", tmp_path / "src.csv", "--id-column", "id", "--prefix", "a"]
+    base += ["--n-anchors", "4", "--output", tmp_path / "e.csv"]
+    code, _, err = run(
+        capsys,
+        *base,
+        "--parallel",
+        tmp_path / "tgt.parquet",
+        "--parallel-prefix",
+        "b",
+        "--parallel-output",
+        tmp_path / "e.csv",
+    )
+    # The parallel encoding used to replace the first one silently.
+    assert_one_line_error(code, err, "--parallel-output and --output name the same file")
+    code, _, err = run(capsys, *base, "--model", tmp_path / "e.csv")
+    assert_one_line_error(code, err, "--model and --output name the same file")
+    assert no_output_left(tmp_path, "e.")
+    for option, value in (("--anchors", "bogus"), ("--similarity", "cos")):
+        with pytest.raises(SystemExit) as info:
+            main([str(a) for a in base] + [option, value])
+        assert info.value.code == 2
+        assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--lam", "0", "1", "1"], "--lam has repeated values: 1"),
+        (["--lam", "0", "--output-suffix", ".txt"], "results must be .csv, .parquet or .json"),
+        (["--lam", "0", "--plot", "SAME"], "--plot and --output name the same file"),
+    ],
+)
+def test_grid_refuses_before_any_fit(tmp_path, capsys, fitted, extra, message):
+    # These used to be found after every fold had been trained (the plot was even
+    # written over the results file), or not at all (repeated lambdas).
+    src, tgt, _ = fitted
+    output = tmp_path / "res.csv"
+    if "--output-suffix" in extra:
+        output = output.with_suffix(extra[-1])
+        extra = extra[:2]
+    extra = [output if a == "SAME" else a for a in extra]
+    code, _, err = run(
+        capsys,
+        "grid",
+        "--source",
+        src,
+        "--target",
+        tgt,
+        "--id-column",
+        "id",
+        "--cv",
+        "2",
+        "--epochs",
+        "2",
+        "--output",
+        output,
+        *extra,
+    )
+    assert_one_line_error(code, err, message)
+    assert "top-1" not in err  # nothing was fitted
+    assert no_output_left(tmp_path, "res.")

@@ -16,7 +16,12 @@ import pytest
 import torch
 from sklearn.base import clone
 
-from sklearn_compat import AffineAligner, LambdaOrthAligner, OrthogonalProcrustesAligner
+from sklearn_compat import (
+    AffineAligner,
+    LambdaOrthAligner,
+    LambdaOrthAlignerCV,
+    OrthogonalProcrustesAligner,
+)
 
 sio = pytest.importorskip("skops.io")
 
@@ -24,8 +29,42 @@ ALIGNERS = [
     OrthogonalProcrustesAligner(center=True),
     AffineAligner(alpha=0.1),
     LambdaOrthAligner(lam=1.0, max_epochs=2, bidirectional=True, random_state=0),
+    LambdaOrthAlignerCV(
+        [0.0, np.inf],
+        estimator=LambdaOrthAligner(max_epochs=2, bidirectional=True, random_state=0),
+        cv=2,
+    ),
 ]
 IDS = [type(a).__name__ for a in ALIGNERS]
+
+
+def _set_device(aligner, device):
+    """``device`` of an aligner, or of the estimator a search trains."""
+    if isinstance(aligner, LambdaOrthAlignerCV):
+        return aligner.set_params(estimator__device=device)
+    return aligner.set_params(device=device)
+
+
+def _device_of(aligner):
+    if isinstance(aligner, LambdaOrthAlignerCV):
+        return aligner.estimator.device
+    return aligner.device
+
+
+def _our_types(fitted):
+    """The classes skops must be told to trust: the aligner's and nothing but ours."""
+    names = [fitted]
+    if isinstance(fitted, LambdaOrthAlignerCV):
+        names.append(fitted.best_estimator_)  # the search holds the aligner it refitted
+    return sorted({f"{type(a).__module__}.{type(a).__qualname__}" for a in names})
+
+
+def _as_loaded_from_a_gpu_machine(fitted):
+    """A fitted aligner whose device (and its refitted map's) is "cuda"."""
+    _set_device(fitted, "cuda")
+    if isinstance(fitted, LambdaOrthAlignerCV):
+        fitted.best_estimator_.set_params(device="cuda")
+    return fitted
 
 
 def _data(n=40, d_x=5, d_y=3, dtype=np.float64, seed=0):
@@ -86,13 +125,13 @@ def test_round_trips_and_skops_trusts_only_our_class(aligner, tmp_path):
     X, Y = _data()
     fitted = aligner.fit(X, Y)
     expected = fitted.transform(X)
-    name = f"{type(fitted).__module__}.{type(fitted).__qualname__}"
+    names = _our_types(fitted)
     path = tmp_path / "model.skops"
     sio.dump(fitted, path)
-    assert sio.get_untrusted_types(file=path) == [name]
+    assert sio.get_untrusted_types(file=path) == names
     joblib.dump(fitted, tmp_path / "model.joblib")
     loaded_models = (
-        sio.load(path, trusted=[name]),
+        sio.load(path, trusted=names),
         pickle.loads(pickle.dumps(fitted)),
         joblib.load(tmp_path / "model.joblib"),
     )
@@ -104,9 +143,9 @@ def test_round_trips_and_skops_trusts_only_our_class(aligner, tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_fitted_model_transforms_on_cpu_with_a_warning(aligner):
     X, Y = _data(dtype=np.float32)
-    fitted = aligner.set_params(device="cpu").fit(X, Y)
+    fitted = _set_device(aligner, "cpu").fit(X, Y)
     expected, expected_score = fitted.transform(X), fitted.score(X, Y)
-    fitted.set_params(device="cuda")  # as loaded from a GPU machine
+    _as_loaded_from_a_gpu_machine(fitted)
     with pytest.warns(RuntimeWarning, match="running on the CPU"):
         np.testing.assert_array_equal(fitted.transform(X), expected)
     with pytest.warns(RuntimeWarning, match="running on the CPU"):
@@ -198,7 +237,7 @@ def test_requires_grad_and_strided_inputs_work(aligner):
 def test_bad_device_strings(aligner, device):
     X, Y = _data()
     with pytest.raises(ValueError, match="device") as info:
-        aligner.set_params(device=device).fit(X, Y)
+        _set_device(aligner, device).fit(X, Y)
     assert "\n" not in str(info.value)
 
 
@@ -231,12 +270,12 @@ def test_pandas_float32_extension_columns_stay_float32(aligner, pandas_dtype):
 
 def test_torch_device_parameter_keeps_skops_loading_safe(aligner, tmp_path):
     X, Y = _data()
-    fitted = aligner.set_params(device=torch.device("cpu")).fit(X, Y)
-    name = f"{type(fitted).__module__}.{type(fitted).__qualname__}"
+    fitted = _set_device(aligner, torch.device("cpu")).fit(X, Y)
+    names = _our_types(fitted)
     path = tmp_path / "model.skops"
     sio.dump(fitted, path)
     # torch.device would otherwise be one more type the user must trust.
-    assert sio.get_untrusted_types(file=path) == [name]
-    loaded = sio.load(path, trusted=[name])
-    assert loaded.device == "cpu" and fitted.device == torch.device("cpu")
+    assert sio.get_untrusted_types(file=path) == names
+    loaded = sio.load(path, trusted=names)
+    assert _device_of(loaded) == "cpu" and _device_of(fitted) == torch.device("cpu")
     np.testing.assert_array_equal(loaded.transform(X), fitted.transform(X))

@@ -103,8 +103,16 @@ def test_grid_order_is_kept_and_ties_rank_like_grid_search(problem):
     assert results["mean_n_epochs"][3] == 0 and results["mean_n_epochs"][2] > 0
     assert results["mean_test_score"][3] == results["mean_test_score"][2]
     assert results["rank_test_score"][3] == results["rank_test_score"][2]
-    if results["rank_test_score"][2] == 1:
-        assert search.lam_ == 1e3
+    # Ties rank as GridSearchCV ranks them: all share the best rank, the first listed
+    # wins.  (This used to be checked only if lam=1e3 happened to rank first; it does not.)
+    tied = dict(estimator=small_aligner(max_epochs=2), cv=2, scoring=lambda e, X, Y: 0.5)
+    search = LambdaOrthAlignerCV(lams, **tied).fit(X, Y)
+    grid = GridSearchCV(tied["estimator"], {"lam": lams}, cv=2, scoring=tied["scoring"])
+    grid.fit(X, Y)
+    np.testing.assert_array_equal(
+        search.cv_results_["rank_test_score"], grid.cv_results_["rank_test_score"]
+    )
+    assert search.lam_ == grid.best_params_["lam"] == 2.0
 
 
 def test_refit_is_the_aligner_with_the_chosen_lam(problem, path_searches):
@@ -247,3 +255,78 @@ def test_y_alias_and_mismatched_rows(problem):
     np.testing.assert_array_equal(a.W_, b.W_)
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         LambdaOrthAlignerCV(**params).fit(X, Y[:-1])
+
+
+def test_label_scoring_gets_the_held_out_labels_like_grid_search(problem):
+    # scoring="cmc_top1" used to be called without labels and failed on every fit; the
+    # held-out rows' labels now go to it, as GridSearchCV's metadata routing sends them.
+    from sklearn import config_context
+
+    from sklearn_compat.metrics import make_retrieval_scorer
+
+    X, Y = problem
+    labels = np.arange(X.shape[0]) % 5
+    search = LambdaOrthAlignerCV(
+        [0.0, np.inf], estimator=small_aligner(), cv=CV, scoring="cmc_top1"
+    ).fit(X, Y, labels=labels)
+    with config_context(enable_metadata_routing=True):
+        grid = GridSearchCV(
+            small_aligner().set_fit_request(labels=True),
+            {"lam": [0.0]},
+            cv=CV,
+            scoring=make_retrieval_scorer("cmc_top1"),
+        ).fit(X, Y, labels=labels)
+    for k in range(3):
+        key = f"split{k}_test_score"
+        assert search.cv_results_[key][0] == grid.cv_results_[key][0]
+    with pytest.raises(ValueError, match="scoring='map' needs the class labels"):
+        LambdaOrthAlignerCV([0.0], estimator=small_aligner(), cv=2, scoring="map").fit(X, Y)
+
+
+def test_inside_a_pipeline_with_routed_labels(problem):
+    from sklearn import config_context
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, Y = problem
+    labels = np.arange(X.shape[0]) % 4
+    params = dict(lams=[0.0, np.inf], estimator=small_aligner(max_epochs=3), cv=2)
+    with config_context(enable_metadata_routing=True):
+        pipe = make_pipeline(
+            StandardScaler(), LambdaOrthAlignerCV(**params).set_fit_request(labels=True)
+        ).fit(X, Y, labels=labels)
+    direct = LambdaOrthAlignerCV(**params).fit(StandardScaler().fit_transform(X), Y, labels=labels)
+    np.testing.assert_array_equal(pipe[-1].W_, direct.W_)
+    assert pipe.score(X, Y) == direct.score(StandardScaler().fit_transform(X), Y)
+
+
+def test_transform_target_only_with_a_forward_adapter(problem):
+    X, Y = problem
+    params = dict(lams=[0.0, np.inf], cv=2)
+    plain = LambdaOrthAlignerCV(estimator=small_aligner(max_epochs=2), **params).fit(X, Y)
+    assert not hasattr(plain, "transform_target")
+    both = LambdaOrthAlignerCV(
+        estimator=small_aligner(max_epochs=2, bidirectional=True), **params
+    ).fit(X, Y)
+    np.testing.assert_array_equal(
+        both.transform_target(Y), both.best_estimator_.transform_target(Y)
+    )
+
+
+def test_tensor_grid_saves_with_skops(problem, tmp_path):
+    torch = pytest.importorskip("torch")
+    sio = pytest.importorskip("skops.io")
+    X, Y = problem
+    search = LambdaOrthAlignerCV(
+        torch.tensor([0.0, float("inf")]), estimator=small_aligner(max_epochs=2), cv=2
+    ).fit(X, Y)
+    path = tmp_path / "search.skops"
+    sio.dump(search, path)  # used to fail: skops cannot save a tensor
+    names = sorted(
+        f"sklearn_compat.{m}"
+        for m in ("lambda_orth.LambdaOrthAligner", "lambda_orth_cv.LambdaOrthAlignerCV")
+    )
+    assert sio.get_untrusted_types(file=path) == names
+    loaded = sio.load(path, trusted=names)
+    np.testing.assert_array_equal(loaded.transform(X), search.transform(X))
+    np.testing.assert_array_equal(loaded.lams, [0.0, np.inf])

@@ -184,7 +184,11 @@ def test_kmeans_picks_member_nearest_each_centroid(rng):
 def test_kmeans_mixture_is_local_mean(rng):
     X = _data(rng, n=150)
     enc = RelativeAnchorEncoder(
-        n_anchors=5, anchors="kmeans_mixture", n_support=5 * 150, similarity="euclidean"
+        n_anchors=5,
+        anchors="kmeans_mixture",
+        n_support=5 * 150,
+        similarity="euclidean",
+        random_state=0,  # the test used to draw a fresh k-means start on every run
     ).fit(X)
     # n_support >= m n: each anchor averages its whole cluster, i.e. is the centroid.
     np.testing.assert_allclose(enc.mixture_.sum(axis=1), 1.0)
@@ -386,6 +390,9 @@ def test_stratified_needs_labels(rng):
     "indices, error, message",
     [
         ([0, 200], ValueError, r"must lie in \[0, 120\)"),
+        ([-1, 3], ValueError, r"must lie in \[0, 120\).*from -1"),
+        ([True, False], TypeError, "integers, got dtype bool"),
+        ([], ValueError, "non-empty"),
         ([1, 1, 2], ValueError, "distinct"),
         ([0.5, 1.0], TypeError, "integers"),
         ([[0, 1]], ValueError, "1-d"),
@@ -473,3 +480,94 @@ def test_cuda_matches_cpu(rng, similarity):
     ).fit(X, parallel=[np.tanh(X)])
     assert isinstance(param.mixture_, np.ndarray)
     np.testing.assert_allclose(param.mixture_.sum(axis=1), 1.0)
+
+
+# ----------------------------------------------------------------------------- contract
+def _bad_inputs(rng, width):
+    Z = rng.normal(size=(40, width))
+    T = torch.as_tensor(Z)
+    return {
+        "NaN": (np.where(Z > 1, np.nan, Z), ValueError, "contains NaN"),
+        "1-d": (Z[:, 0], ValueError, "1D array"),
+        "3-d": (Z[:, :, None], ValueError, "dim 3"),
+        "complex": (Z + 1j, ValueError, "Complex data not supported"),
+        "complex tensor": (torch.as_tensor(Z + 1j), ValueError, "Complex data not supported"),
+        "strings": (np.full((40, width), "a"), ValueError, "could not convert string"),
+        "None": (None, ValueError, "is None"),
+        "empty": (Z[:0], ValueError, "0 sample"),
+        "sparse tensor": (T.to_sparse(), TypeError, r"sparse tensor .*to_dense"),
+        "meta tensor": (T.to("meta"), ValueError, "meta device"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_inputs(np.random.default_rng(0), 6)))
+def test_bad_input_is_a_one_line_error_everywhere(rng, case):
+    # fit, transform, rebase and the parallel banks all go through the shared checks:
+    # no array dumps, no errors from deep inside torch (meta tensors used to raise
+    # NotImplementedError, complex ones printed the whole array).
+    X = _data(rng, n=40)
+    data, error, match = _bad_inputs(rng, 6)[case]
+    fitted = RelativeAnchorEncoder(n_anchors=4, random_state=0).fit(X)
+    param = RelativeAnchorEncoder(n_anchors=4, anchors="param", max_epochs=1)
+    calls = {
+        "fit": lambda: RelativeAnchorEncoder(n_anchors=4).fit(data),
+        "transform": lambda: fitted.transform(data),
+        "rebase": lambda: fitted.rebase(data),
+        "parallel": lambda: param.fit(X, parallel=[data]),
+    }
+    for name, call in calls.items():
+        with pytest.raises(error, match=match) as info:
+            call()
+        assert "\n" not in str(info.value), name
+
+
+def test_rebase_errors_name_x_parallel(rng):
+    X = _data(rng, n=40)
+    fitted = RelativeAnchorEncoder(n_anchors=4, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="^Input X_parallel contains NaN"):
+        fitted.rebase(np.where(X > 3, np.nan, X))
+
+
+def test_stratified_labels_are_checked_like_the_metrics(rng):
+    X = _data(rng, n=40)
+    enc = RelativeAnchorEncoder(n_anchors=4, anchors="stratified", random_state=0)
+    y = np.arange(40) % 4
+    with pytest.raises(ValueError, match="y contains NaN"):
+        enc.fit(X, np.where(y == 0, np.nan, y))  # NaN used to be a class of its own
+    with pytest.raises(ValueError, match=r"y must be 1-d.*\(40, 2\)"):
+        enc.fit(X, np.ones((40, 2)))
+    # Tensors of labels are accepted, and give the anchors the same labels would.
+    a = clone(enc).fit(X, torch.as_tensor(y)).anchor_indices_
+    np.testing.assert_array_equal(a, clone(enc).fit(X, y).anchor_indices_)
+
+
+def test_skops_trusts_only_the_encoder_with_torch_parameters(rng, tmp_path):
+    # A torch.device parameter and anchors given as an index tensor are saved as their
+    # plain equivalents: skops used to need torch.device trusted, and could not save a
+    # tensor at all.
+    sio = pytest.importorskip("skops.io")
+    X = _data(rng, n=40)
+    name = "sklearn_compat.relative.RelativeAnchorEncoder"
+    for params in (
+        dict(n_anchors=4, device=torch.device("cpu")),
+        dict(anchors=torch.tensor([3, 1, 7])),
+    ):
+        fitted = RelativeAnchorEncoder(random_state=0, **params).fit(X)
+        path = tmp_path / "enc.skops"
+        sio.dump(fitted, path)
+        assert sio.get_untrusted_types(file=path) == [name]
+        loaded = sio.load(path, trusted=[name])
+        np.testing.assert_array_equal(loaded.transform(X), fitted.transform(X))
+        assert isinstance(fitted.get_params()["anchors"], (str, torch.Tensor))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_fitted_encoder_transforms_on_cpu_with_a_warning(rng):
+    X = _data(rng, n=40).astype(np.float32)
+    fitted = RelativeAnchorEncoder(n_anchors=4, similarity="wip", random_state=0).fit(X)
+    expected = fitted.transform(X)
+    fitted.set_params(device="cuda")  # as loaded from a GPU machine
+    with pytest.warns(RuntimeWarning, match="running on the CPU"):
+        out = fitted.transform(X)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, expected)
