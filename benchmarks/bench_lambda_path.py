@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from sklearn.model_selection import GridSearchCV, KFold
+from threadpoolctl import threadpool_limits
 
 from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV
 
@@ -80,12 +81,15 @@ def main():
     )
     parser.add_argument("--max-epochs", type=int, default=200)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=1, help="torch and BLAS CPU threads")
     parser.add_argument(
         "--directions", nargs="+", default=["increasing", "decreasing"], help="path orders"
     )
     args = parser.parse_args()
+    # Both torch's and the BLAS's (scipy's SVD of the Procrustes start): on a shared box
+    # oversubscribed threads would charge each cold fit tens of milliseconds of waiting.
     torch.set_num_threads(args.threads)
+    threadpool_limits(args.threads)
 
     X, Y, X_test, Y_test, desc = load_data(args)
     estimator = LambdaOrthAligner(max_epochs=args.max_epochs, random_state=0, device=args.device)
@@ -95,7 +99,7 @@ def main():
         probe = LambdaOrthAlignerCV(estimator=LambdaOrthAligner(max_epochs=1), cv=2)
         lams = [float(lam) for lam in probe.fit(X[:200], Y[:200]).lams_]
     print(f"{desc}; {args.folds} folds; lams {[round(v, 3) for v in lams]}")
-    print(f"device {args.device}, torch threads {args.threads}, max_epochs {args.max_epochs}")
+    print(f"device {args.device}, CPU threads {args.threads}, max_epochs {args.max_epochs}")
 
     # Warm-up (first-call costs of torch and lazy imports), outside the timings.
     clone_kw = estimator.get_params() | {"max_epochs": 1}
