@@ -5,13 +5,11 @@ from numbers import Real
 import numpy as np
 import scipy.linalg
 import torch
-from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BaseAligner, apply_affine, pick_target
-from ._moments import PairMoments
-from ._pair_stats import batch_moments
+from ._base import apply_affine
+from ._closed_form import ClosedFormAligner
 
 __all__ = ["AffineAligner", "least_squares_from_gram"]
 
@@ -84,7 +82,7 @@ def least_squares_from_gram(gram, cross, alpha=0.0, *, rtol=None):
     return V @ ((V.T @ cross) / evals[keep][:, None])
 
 
-class AffineAligner(BaseAligner):
+class AffineAligner(ClosedFormAligner):
     """Map X's embedding space into Y's with an affine map fitted by least squares.
 
     Solves ``min_{W, b} sum_i w_i ||x_i W + b - y_i||^2 + alpha ||W||_F^2`` in closed
@@ -172,85 +170,19 @@ class AffineAligner(BaseAligner):
         self.alpha = alpha
         self.device = device
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, Y=None, sample_weight=None, *, y=None):
-        """Fit the affine map from paired rows.
+    def _moment_options(self):
+        # The normal equations square the condition number of X: float64 statistics.
+        return {"centered": self.fit_intercept, "need_gram": True, "stats_dtype": np.float64}
 
-        Parameters
-        ----------
-        X : array-like, torch.Tensor or dask array of shape (n_samples, n_features)
-            Source embeddings (the space to map from).
-        Y : array-like, torch.Tensor or dask array of shape (n_samples, n_targets)
-            Target embeddings of the same items in the same row order.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative row weights; integer weights equal repeating rows.
-        y : array-like, default=None
-            Alias of ``Y`` under scikit-learn's usual name.
+    def _check_continuation(self, previous):
+        if previous.centered != self.fit_intercept:
+            raise ValueError(
+                "fit_intercept was changed between partial_fit calls; call fit to start over."
+            )
 
-        Returns
-        -------
-        self : object
-            Fitted aligner.
-        """
-        for attr in ("_moments_state", "n_samples_seen_"):
-            self.__dict__.pop(attr, None)
-        return self._update(X, pick_target(Y, y), sample_weight, reset=True)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, Y=None, sample_weight=None, *, y=None):
-        """Update the map with a batch of paired rows.
-
-        The sufficient statistics of all batches so far are merged exactly, so the result
-        equals ``fit`` on the concatenation of the batches (``alpha`` applies once, to the
-        total).
-
-        Parameters
-        ----------
-        X : array-like, torch.Tensor or dask array of shape (n_samples, n_features)
-            Source embeddings.
-        Y : array-like, torch.Tensor or dask array of shape (n_samples, n_targets)
-            Target embeddings of the same items.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative row weights.
-        y : array-like, default=None
-            Alias of ``Y`` under scikit-learn's usual name.
-
-        Returns
-        -------
-        self : object
-            Updated aligner.
-        """
-        first = not hasattr(self, "_moments_state")
-        return self._update(X, pick_target(Y, y), sample_weight, reset=first)
-
-    def _update(self, X, Y, sample_weight, *, reset):
-        batch, n_rows = batch_moments(
-            self,
-            X,
-            Y,
-            sample_weight,
-            reset=reset,
-            centered=self.fit_intercept,
-            need_gram=True,
-            stats_dtype=np.float64,
-        )
-        if not reset:
-            previous = PairMoments(**self._moments_state)
-            if previous.centered != self.fit_intercept:
-                raise ValueError(
-                    "fit_intercept was changed between partial_fit calls; call fit to start over."
-                )
-            batch = previous.merge(batch)
-        if batch.weight <= 0:
-            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
-        self._moments_state = vars(batch).copy()
-        self.n_samples_seen_ = n_rows + (0 if reset else self.n_samples_seen_)
-        self._solve(batch)
-        return self
-
-    def _solve(self, moments):
+    def _solve(self, moments, n_samples_seen):
         d_x = moments.gram_x.shape[0]
-        rtol = np.finfo(np.float64).eps * max(d_x, np.sqrt(self.n_samples_seen_))
+        rtol = np.finfo(np.float64).eps * max(d_x, np.sqrt(n_samples_seen))
         W = least_squares_from_gram(moments.gram_x, moments.cross, self.alpha, rtol=rtol)
         if self.fit_intercept:
             bias = moments.mean_y - moments.mean_x @ W

@@ -3,12 +3,10 @@
 import numpy as np
 import scipy.linalg
 import torch
-from sklearn.base import _fit_context
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BaseAligner, apply_affine, pick_target
-from ._moments import PairMoments
-from ._pair_stats import batch_moments
+from ._base import apply_affine
+from ._closed_form import ClosedFormAligner
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
 
@@ -65,7 +63,7 @@ def procrustes_from_cross(cross, *, allow_reflection=True):
     return W.numpy(), S.numpy(), signs.numpy()
 
 
-class OrthogonalProcrustesAligner(BaseAligner):
+class OrthogonalProcrustesAligner(ClosedFormAligner):
     """Map X's embedding space into Y's with an orthogonal matrix (Procrustes).
 
     Solves ``min_W ||s (X - m_x) W + m_y - Y||_F`` over orthogonal ``W`` (d_x, d_y) in
@@ -169,91 +167,23 @@ class OrthogonalProcrustesAligner(BaseAligner):
         self.allow_reflection = allow_reflection
         self.device = device
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, Y=None, sample_weight=None, *, y=None):
-        """Fit the orthogonal map from paired rows.
-
-        Parameters
-        ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
-            Source embeddings (the space to map from).
-        Y : array-like or torch.Tensor of shape (n_samples, n_targets)
-            Target embeddings of the same items in the same row order.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative row weights; integer weights equal repeating rows.
-        y : array-like, default=None
-            Alias of ``Y`` under scikit-learn's usual name.
-
-        Returns
-        -------
-        self : object
-            Fitted aligner.
-        """
-        return self._update(X, pick_target(Y, y), sample_weight, reset=True)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, Y=None, sample_weight=None, *, y=None):
-        """Update the map with a batch of paired rows.
-
-        The sufficient statistics of all batches so far are merged exactly, so the result
-        equals ``fit`` on the concatenation of the batches.  ``center`` and ``scale``
-        must stay as they were at the first call.
-
-        Parameters
-        ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
-            Source embeddings.
-        Y : array-like or torch.Tensor of shape (n_samples, n_targets)
-            Target embeddings of the same items.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative row weights.
-        y : array-like, default=None
-            Alias of ``Y`` under scikit-learn's usual name.
-
-        Returns
-        -------
-        self : object
-            Updated aligner.
-        """
-        first = not hasattr(self, "_moments_state")
-        return self._update(X, pick_target(Y, y), sample_weight, reset=first)
-
-    def _update(self, X, Y, sample_weight, *, reset):
-        previous = None if reset else PairMoments(**self._moments_state)
-        if previous is not None:
-            # Checked before any work, so a refused partial_fit leaves the model as it was.
-            if previous.centered != self.center:
-                raise ValueError(
-                    f"center was {previous.centered} in earlier partial_fit calls and is "
-                    f"{self.center} now; call fit to start over."
-                )
-            if self.scale and np.isnan(previous.sq_x):
-                raise ValueError(
-                    "scale=True needs ||X||^2, which earlier partial_fit calls made with "
-                    "scale=False did not collect; call fit to start over."
-                )
-        # numpy/pandas/torch or Dask input -> validated moments (Dask: on the cluster).
+    def _moment_options(self):
         # Uncentred fits need neither the means nor, without scale, ||X||^2.
-        batch, n_rows = batch_moments(
-            self,
-            X,
-            Y,
-            sample_weight,
-            reset=reset,
-            centered=self.center,
-            need_means=self.center,
-            need_sq_x=self.scale,
-        )
-        if previous is not None:
-            batch = previous.merge(batch)
-        if batch.weight <= 0:
-            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
-        self._solve(batch)
-        self._moments_state = vars(batch).copy()
-        self.n_samples_seen_ = n_rows + (0 if reset else self.n_samples_seen_)
-        return self
+        return {"centered": self.center, "need_means": self.center, "need_sq_x": self.scale}
 
-    def _solve(self, moments):
+    def _check_continuation(self, previous):
+        if previous.centered != self.center:
+            raise ValueError(
+                f"center was {previous.centered} in earlier partial_fit calls and is "
+                f"{self.center} now; call fit to start over."
+            )
+        if self.scale and np.isnan(previous.sq_x):
+            raise ValueError(
+                "scale=True needs ||X||^2, which earlier partial_fit calls made with "
+                "scale=False did not collect; call fit to start over."
+            )
+
+    def _solve(self, moments, n_samples_seen):
         W, S, signs = procrustes_from_cross(moments.cross, allow_reflection=self.allow_reflection)
         scale = 1.0
         if self.scale and moments.sq_x > 0:

@@ -1,0 +1,96 @@
+"""Base class of the aligners solved in closed form from sufficient statistics.
+
+``OrthogonalProcrustesAligner`` and ``AffineAligner`` share everything but the statistics
+they ask for and the final solve: ``fit`` and ``partial_fit`` both reduce a batch to
+:class:`~._moments.PairMoments` (numpy, torch or Dask input, see ``_pair_stats``), merge it
+exactly with the batches seen before, and solve from the merged statistics.
+"""
+
+from sklearn.base import _fit_context
+
+from ._base import BaseAligner, pick_target
+from ._moments import PairMoments
+from ._pair_stats import batch_moments
+
+__all__ = ["ClosedFormAligner"]
+
+
+class ClosedFormAligner(BaseAligner):
+    """An aligner fitted from mergeable sufficient statistics.
+
+    Subclasses implement:
+
+    - ``_moment_options()``: the keyword arguments of :func:`~._pair_stats.batch_moments`
+      (``centered``, ``need_gram``, ...) that their solve needs;
+    - ``_check_continuation(previous)``: raise ``ValueError`` when the current parameters
+      cannot continue from statistics ``previous`` collected by earlier ``partial_fit``
+      calls (checked before any work, so a refused call leaves the model as it was);
+    - ``_solve(moments, n_samples_seen)``: set the fitted attributes.
+    """
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, Y=None, sample_weight=None, *, y=None):
+        """Fit the map from paired rows.
+
+        Parameters
+        ----------
+        X : array-like, torch.Tensor or dask array of shape (n_samples, n_features)
+            Source embeddings (the space to map from).
+        Y : array-like, torch.Tensor or dask array of shape (n_samples, n_targets)
+            Target embeddings of the same items in the same row order.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights; integer weights equal repeating rows.
+        y : array-like, default=None
+            Alias of ``Y`` under scikit-learn's usual name.
+
+        Returns
+        -------
+        self : object
+            Fitted aligner.
+        """
+        return self._update(X, pick_target(Y, y), sample_weight, reset=True)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, Y=None, sample_weight=None, *, y=None):
+        """Update the map with a batch of paired rows.
+
+        The sufficient statistics of all batches so far are merged exactly, so the result
+        equals ``fit`` on the concatenation of the batches.  Parameters that shape the
+        statistics (``center`` and ``scale``, ``fit_intercept``) must stay as they were
+        at the first call; others (``alpha``, ``allow_reflection``) apply to the total.
+
+        Parameters
+        ----------
+        X : array-like, torch.Tensor or dask array of shape (n_samples, n_features)
+            Source embeddings.
+        Y : array-like, torch.Tensor or dask array of shape (n_samples, n_targets)
+            Target embeddings of the same items.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights.
+        y : array-like, default=None
+            Alias of ``Y`` under scikit-learn's usual name.
+
+        Returns
+        -------
+        self : object
+            Updated aligner.
+        """
+        first = not hasattr(self, "_moments_state")
+        return self._update(X, pick_target(Y, y), sample_weight, reset=first)
+
+    def _update(self, X, Y, sample_weight, *, reset):
+        previous = None if reset else PairMoments(**self._moments_state)
+        if previous is not None:
+            self._check_continuation(previous)
+        batch, n_rows = batch_moments(
+            self, X, Y, sample_weight, reset=reset, **self._moment_options()
+        )
+        if previous is not None:
+            batch = previous.merge(batch)
+        if batch.weight <= 0:
+            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+        n_samples_seen = n_rows + (0 if reset else self.n_samples_seen_)
+        self._solve(batch, n_samples_seen)
+        self._moments_state = vars(batch).copy()
+        self.n_samples_seen_ = n_samples_seen
+        return self
