@@ -1,7 +1,7 @@
 """Shared pieces of the table I/O modules: the error type, formats, column selections."""
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 __all__ = ["InputError", "ColumnSpec", "table_format", "FORMATS"]
@@ -113,6 +113,10 @@ class ColumnSpec:
                 re.compile(self.pattern)
             except re.error as exc:
                 raise InputError(f"bad column pattern {self.pattern!r}: {exc}") from None
+
+    def excluding(self, columns):
+        """The same selection with ``columns`` never taken as embedding columns."""
+        return replace(self, exclude=tuple(self.exclude) + tuple(columns))
 
     def describe(self):
         """How the embedding columns are chosen, for error messages."""

@@ -306,13 +306,7 @@ class _CsvReader(TableReader):
             and sample[c].dropna().astype(str).str.lstrip().str.startswith("[").all()
             and sample[c].notna().any()
         ]
-        spec = ColumnSpec(
-            spec.id_column,
-            spec.prefix,
-            spec.pattern,
-            spec.vector_column,
-            tuple(spec.exclude) + tuple(extra_columns),
-        )
+        spec = spec.excluding(extra_columns)
         self.form, chosen = spec.select(numeric, list_like, path, columns)
         if self.form == "list":
             self.list_column = chosen
@@ -485,13 +479,7 @@ class _ParquetReader(TableReader):
             )
             and is_number(f.type.value_type)
         ]
-        spec = ColumnSpec(
-            spec.id_column,
-            spec.prefix,
-            spec.pattern,
-            spec.vector_column,
-            tuple(spec.exclude) + tuple(extra_columns),
-        )
+        spec = spec.excluding(extra_columns)
         self.form, chosen = spec.select(numeric, list_like, path, columns)
         if self.form == "list":
             self.list_column = chosen
@@ -643,13 +631,7 @@ class _NpyReader(TableReader):
                 for n in names
                 if len(file_dtype[n].shape) == 1 and file_dtype[n].base.kind in "fiu"
             ]
-            spec = ColumnSpec(
-                spec.id_column,
-                spec.prefix,
-                spec.pattern,
-                spec.vector_column,
-                tuple(spec.exclude) + tuple(extra_columns),
-            )
+            spec = spec.excluding(extra_columns)
             self.form, chosen = spec.select(numeric, list_like, path, list(names))
             if self.form == "list":
                 self.list_column = chosen
