@@ -7,7 +7,9 @@ they can be used on other layers and in skorch nets (see ``sklearn_compat._skorc
 """
 
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
@@ -317,18 +319,29 @@ class LambdaOrthAligner(BaseAligner):
         """
         Y = pick_target(Y, y)
         warm = bool(self.warm_start) and hasattr(self, "W_")
-        X, Y = self._validate_pair(X, Y, reset=not warm)
-        n, d_x = X.shape
-        d_y = Y.shape[1]
-        codes = self._encode_labels(labels, n)
         if warm and self.bidirectional and not hasattr(self, "forward_W_"):
             raise ValueError(
                 "warm_start with bidirectional=True needs a previous bidirectional fit; "
                 "set warm_start=False to start over."
             )
-        lam = 0.5 * math.sqrt(min(d_x, d_y)) if self.lam == "auto" else float(self.lam)
-        device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
+        data = self._prepare(X, Y, labels, rng, reset=not warm)
+        start = self._fitted_map() if warm else None
+        return self._train(data, rng, start=start, accumulate=warm)
+
+    # The fit in two steps, so that LambdaOrthAlignerCV can prepare a fold's rows once and
+    # train many lam values on them: ``_prepare`` validates, splits, rescales and moves the
+    # rows to the device; ``_train`` trains from a given map (or the ``init`` start).
+    def _prepare(self, X, Y, labels, rng, *, reset, scales=None):
+        """Validated, split and rescaled training rows on the device (a ``_FitData``).
+
+        ``scales`` fixes ``(x_scale, y_scale)``; by default a warm start keeps the previous
+        fit's and a cold one measures the training rows'.
+        """
+        X, Y = self._validate_pair(X, Y, reset=reset)
+        n = X.shape[0]
+        codes = self._encode_labels(labels, n)
+        device = resolve_device(self.device)
 
         early = self.early_stopping
         if early == "auto":
@@ -354,8 +367,10 @@ class LambdaOrthAligner(BaseAligner):
             train, valid = (Xt, Yt, Lt), None
         del Xt, Yt, Lt
 
-        if warm:
-            x_scale, y_scale = self.x_scale_, self.y_scale_
+        if scales is None and not reset:
+            scales = (self.x_scale_, self.y_scale_)
+        if scales is not None:
+            x_scale, y_scale = scales
         elif self.rescale:
             x_scale, y_scale = _rms_norm(train[0]), _rms_norm(train[1])
         else:
@@ -363,14 +378,29 @@ class LambdaOrthAligner(BaseAligner):
         # New tensors (never in place: on the CPU they may share memory with the input).
         train = _scaled(train, x_scale, y_scale)
         valid = None if valid is None else _scaled(valid, x_scale, y_scale)
+        return _FitData(train, valid, float(x_scale), float(y_scale), device)
 
-        if warm:
-            W0 = self.W_ * (x_scale / y_scale)
-            b0 = self.bias_ / y_scale
+    def _fitted_map(self):
+        """This fit's adapters in user units, the start of a warm-started fit."""
+        forward = (self.forward_W_, self.forward_bias_) if self.bidirectional else None
+        return _StartMap(self.W_, self.bias_, forward)
+
+    def _train(self, data, rng, *, start=None, accumulate=False):
+        """Train on prepared ``data`` from ``start`` (a ``_StartMap``, None: ``init``).
+
+        With ``accumulate`` the history and epoch count continue the current fit's.
+        """
+        (X_train, Y_train, _), device = data.train, data.device
+        d_x, d_y = X_train.shape[1], Y_train.shape[1]
+        x_scale, y_scale = data.x_scale, data.y_scale
+        lam = 0.5 * math.sqrt(min(d_x, d_y)) if self.lam == "auto" else float(self.lam)
+        if start is not None:
+            W0 = start.W * (x_scale / y_scale)
+            b0 = start.bias / y_scale
             if self.strict:
-                W0 = _polar(W0)  # a non-strict previous fit: start at its nearest isometry
+                W0 = _polar(W0)  # a non-strict start: begin at its nearest isometry
         else:
-            W0, b0 = self._initial_map(train[0], train[1], rng)
+            W0, b0 = self._initial_map(X_train, Y_train, rng)
         # torch's orthogonal parametrisation completes a rectangular start to a square
         # matrix with torch.randn: seed it from random_state, without touching the
         # caller's global torch RNG.
@@ -381,8 +411,9 @@ class LambdaOrthAligner(BaseAligner):
             ).to(device)
         forward = None
         if self.bidirectional:
-            V0 = self.forward_W_ if warm else np.eye(d_y)
-            c0 = self.forward_bias_ / y_scale if warm else np.zeros(d_y)
+            warm_forward = start is not None and start.forward is not None
+            V0 = start.forward[0] if warm_forward else np.eye(d_y)
+            c0 = start.forward[1] / y_scale if warm_forward else np.zeros(d_y)
             forward = AffineAdapter(d_y, d_y, weight=V0, bias_init=c0).to(device)
 
         config = TrainConfig(
@@ -402,10 +433,15 @@ class LambdaOrthAligner(BaseAligner):
             verbose=int(self.verbose),
         )
         generator = torch_generator(rng, device)
-        small = device.type == "cpu" and self.batch_size * d_x * d_y <= SMALL_STEP_MACS
-        with small_problem_threads(small):
+        with small_problem_threads(self._is_small(device, d_x, d_y)):
             history, n_epochs, best_epoch = train_adapters(
-                backward, forward, train, valid, config, generator, desc=type(self).__name__
+                backward,
+                forward,
+                data.train,
+                data.valid,
+                config,
+                generator,
+                desc=type(self).__name__,
             )
 
         Q = backward.weight.detach().cpu().double().numpy()
@@ -416,12 +452,12 @@ class LambdaOrthAligner(BaseAligner):
             if backward.bias is None
             else backward.bias.detach().cpu().double().numpy()
         )
-        if warm:
+        if accumulate and hasattr(self, "history_"):
             history = _concat_history(self.history_, history, self.n_epochs_)
             n_epochs += self.n_epochs_
         self.lam_ = lam
-        self.x_scale_ = float(x_scale)
-        self.y_scale_ = float(y_scale)
+        self.x_scale_ = x_scale
+        self.y_scale_ = y_scale
         self.W_ = Q * (y_scale / x_scale)
         self.bias_ = c * y_scale
         self.orthogonality_gap_ = orthogonality_gap(Q)
@@ -435,6 +471,10 @@ class LambdaOrthAligner(BaseAligner):
             for attr in ("forward_W_", "forward_bias_"):
                 self.__dict__.pop(attr, None)
         return self
+
+    def _is_small(self, device, d_x, d_y):
+        """Whether one minibatch step is small enough to train single-threaded (Notes)."""
+        return device.type == "cpu" and self.batch_size * d_x * d_y <= SMALL_STEP_MACS
 
     def _encode_labels(self, labels, n):
         if labels is None:
@@ -507,6 +547,28 @@ class LambdaOrthAligner(BaseAligner):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
         return tags
+
+
+@dataclass
+class _FitData:
+    """A training set ready for ``LambdaOrthAligner._train``: (X, Y, labels) tensors on
+    ``device`` in unit-RMS coordinates, the held-out part for early stopping (or None)
+    and the scales that convert back to user units."""
+
+    train: tuple
+    valid: tuple | None
+    x_scale: float
+    y_scale: float
+    device: torch.device
+
+
+class _StartMap(NamedTuple):
+    """Adapters to start training from, in user units: ``x W + bias`` and, for the
+    forward adapter, ``forward = (V, c)`` or None."""
+
+    W: np.ndarray
+    bias: np.ndarray
+    forward: tuple | None = None
 
 
 def _concat_history(previous, new, n_previous):
