@@ -6,10 +6,11 @@ whole ``lam`` path, each ``lam`` starting from the previous one's weights, then 
 all rows with the best ``lam``.
 """
 
+import copy
 import math
 import time
 import warnings
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import expit
@@ -17,13 +18,15 @@ from scipy.stats import rankdata
 from sklearn.base import _fit_context, clone
 from sklearn.exceptions import FitFailedWarning, NotFittedError
 from sklearn.model_selection import check_cv
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._backend import as_numpy_input
+from ._backend import as_numpy_input, resolve_device
 from ._base import BaseAligner, pick_target
-from .lambda_orth import LambdaOrthAligner
+from ._lambda_train import small_problem_threads
+from .lambda_orth import LambdaOrthAligner, _StartMap
 from .metrics import make_retrieval_scorer
 
 __all__ = ["LambdaOrthAlignerCV"]
@@ -184,6 +187,10 @@ class LambdaOrthAlignerCV(BaseAligner):
         "cv": ["cv_object"],
         "scoring": [None, str, callable],
         "direction": [StrOptions({"increasing", "decreasing"})],
+        "warm_n_iter_no_change": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+        ],
         "refit": ["boolean"],
         "verbose": ["verbose"],
     }
@@ -196,6 +203,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         cv=None,
         scoring=None,
         direction="increasing",
+        warm_n_iter_no_change="auto",
         refit=True,
         verbose=0,
     ):
@@ -204,6 +212,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         self.cv = cv
         self.scoring = scoring
         self.direction = direction
+        self.warm_n_iter_no_change = warm_n_iter_no_change
         self.refit = refit
         self.verbose = verbose
 
@@ -254,18 +263,24 @@ class LambdaOrthAlignerCV(BaseAligner):
         descending = self.direction == "decreasing"
         path = np.argsort(-lams if descending else lams, kind="stable")
 
-        folds = [
-            self._fold_path(
-                clone(base).set_params(warm_start=True),
-                (X[train], Y[train], None if labels is None else labels[train]),
-                (X[test], Y[test], labels[test] if score_labels else None),
-                lams,
-                path,
-                scorer,
-                fold=f"{k + 1}/{len(splits)}",
-            )
-            for k, (train, test) in enumerate(splits)
-        ]
+        patience = self._warm_patience(base)
+        device = resolve_device(base.device)
+        small = base._is_small(device, X.shape[1], Y.shape[1])
+        with small_problem_threads(small):
+            folds = [
+                self._fold_path(
+                    clone(base),
+                    (X[train], Y[train], None if labels is None else labels[train]),
+                    (X[test], Y[test], labels[test] if score_labels else None),
+                    lams,
+                    path,
+                    scorer,
+                    patience,
+                    fold=f"{k + 1}/{len(splits)}",
+                )
+                for k, (train, test) in enumerate(splits)
+            ]
+        maps = [fold.pop("maps") for fold in folds]
         # (n_splits, n_lams) arrays of each recorded quantity
         record = {key: np.array([fold[key] for fold in folds]) for key in folds[0]}
         scores = record["score"]
@@ -286,7 +301,11 @@ class LambdaOrthAlignerCV(BaseAligner):
             self.__dict__.pop(attr, None)
         if self.refit:
             start = time.perf_counter()
-            best = clone(base).set_params(lam=self.lam_).fit(X, Y, labels=labels)
+            best = clone(base).set_params(lam=self.lam_)
+            best._validate_params()
+            rng = check_random_state(best.random_state)
+            data = best._prepare(X, Y, labels, rng, reset=True)
+            best._train(data, rng, start=_mean_map([m[self.best_index_] for m in maps]))
             self.refit_time_ = time.perf_counter() - start
             self.best_estimator_ = best
             self.W_ = best.W_
@@ -309,8 +328,19 @@ class LambdaOrthAlignerCV(BaseAligner):
             raise ValueError(f"lams has repeated values: {self.lams!r}.")
         return lams
 
-    def _fold_path(self, model, train, test, lams, path, scorer, *, fold):
-        """Walk one fold's ``model`` through ``lams[path]``; per-lam arrays in grid order."""
+    def _warm_patience(self, base):
+        if self.warm_n_iter_no_change == "auto":
+            return max(1, math.ceil(base.n_iter_no_change / 2))
+        return int(self.warm_n_iter_no_change)
+
+    def _fold_path(self, model, train, test, lams, path, scorer, patience, *, fold):
+        """Walk one fold's ``model`` through ``lams[path]``; per-lam arrays in grid order.
+
+        The fold's training rows are prepared (validated, split for early stopping,
+        rescaled, moved to the device) once; every ``lam`` trains on them from the previous
+        ``lam``'s map with the same random draws as a cold fit of the fold would use.
+        ``maps`` holds each ``lam``'s fitted map (None where its fit failed).
+        """
         n_lams = len(lams)
         out = {
             "score": np.full(n_lams, np.nan),
@@ -318,20 +348,36 @@ class LambdaOrthAlignerCV(BaseAligner):
             "score_time": np.zeros(n_lams),
             "n_epochs": np.zeros(n_lams),
             "orthogonality_gap": np.full(n_lams, np.nan),
+            "maps": [None] * n_lams,
         }
+        start = time.perf_counter()
+        model._validate_params()  # fit's check, which _prepare and _train skip
+        cold_patience = model.n_iter_no_change
+        rng = check_random_state(model.random_state)
+        data = model._prepare(*train, rng, reset=True)
+        prepare_time = time.perf_counter() - start
         last = None  # (lam, index) of the fit the model's weights come from
         for i in path:
             lam = float(lams[i])
             if last is not None and _reusable(model, last[0], lam):
                 # The same problem near W as the last fitted lam: reuse its fit and scores.
-                out["score"][i] = out["score"][last[1]]
-                out["orthogonality_gap"][i] = out["orthogonality_gap"][last[1]]
+                for key in ("score", "orthogonality_gap", "maps"):
+                    out[key][i] = out[key][last[1]]
                 self._report(fold, lam, out["score"][i], "reused")
                 continue
             epochs_before = getattr(model, "n_epochs_", 0)
+            warm = hasattr(model, "W_")
+            model.set_params(lam=lam, n_iter_no_change=patience if warm else cold_patience)
             start = time.perf_counter()
             try:
-                model.set_params(lam=lam).fit(train[0], train[1], labels=train[2])
+                # A copy of the generator as it stands after the split: every lam draws
+                # the minibatch orders a cold fit of this fold would.
+                model._train(
+                    data,
+                    copy.deepcopy(rng),
+                    start=model._fitted_map() if warm else None,
+                    accumulate=True,
+                )
             except FloatingPointError as exc:
                 # As GridSearchCV's error_score=nan; the model keeps its last good weights.
                 warnings.warn(
@@ -341,9 +387,11 @@ class LambdaOrthAlignerCV(BaseAligner):
                 )
                 out["fit_time"][i] = time.perf_counter() - start
                 continue
-            out["fit_time"][i] = time.perf_counter() - start
+            out["fit_time"][i] = time.perf_counter() - start + prepare_time
+            prepare_time = 0.0  # charged to the first fit of the fold
             out["n_epochs"][i] = model.n_epochs_ - epochs_before
             out["orthogonality_gap"][i] = model.orthogonality_gap_
+            out["maps"][i] = model._fitted_map()
             start = time.perf_counter()
             extra = {} if test[2] is None else {"labels": test[2]}
             score = scorer(model, test[0], test[1], **extra)
@@ -429,6 +477,17 @@ def _reusable(model, fitted_lam, lam):
     return all(
         math.isinf(value) or expit(sharpness * (gap - value)) * gap * max(1.0, sharpness) <= tol
         for value in (fitted_lam, lam)
+    )
+
+
+def _mean_map(maps):
+    """The mean of the folds' fitted maps at one lam (folds whose fit failed left out)."""
+    maps = [m for m in maps if m is not None]
+    forward = None
+    if maps[0].forward is not None:
+        forward = tuple(np.mean([m.forward[k] for m in maps], axis=0) for k in (0, 1))
+    return _StartMap(
+        np.mean([m.W for m in maps], axis=0), np.mean([m.bias for m in maps], axis=0), forward
     )
 
 
