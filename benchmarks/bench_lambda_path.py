@@ -83,6 +83,9 @@ def main():
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=1, help="torch and BLAS CPU threads")
     parser.add_argument(
+        "--warm-patience", default="auto", help="LambdaOrthAlignerCV's warm_n_iter_no_change"
+    )
+    parser.add_argument(
         "--directions", nargs="+", default=["increasing", "decreasing"], help="path orders"
     )
     args = parser.parse_args()
@@ -121,7 +124,10 @@ def main():
     runs["grid"] = (seconds, grid.cv_results_, grid.best_params_["lam"])
     runs["grid"] += (sum(grid_epochs), grid.best_estimator_)
     for direction in args.directions:
-        search = LambdaOrthAlignerCV(lams, estimator=estimator, cv=folds, direction=direction)
+        warm = args.warm_patience if args.warm_patience == "auto" else int(args.warm_patience)
+        search = LambdaOrthAlignerCV(
+            lams, estimator=estimator, cv=folds, direction=direction, warm_n_iter_no_change=warm
+        )
         clock = time.perf_counter(), time.process_time()
         search.fit(X, Y)
         seconds = (time.perf_counter() - clock[0], time.process_time() - clock[1])

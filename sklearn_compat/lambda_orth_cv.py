@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._backend import as_numpy_input, resolve_device
 from ._base import BaseAligner, pick_target
 from ._lambda_train import small_problem_threads
-from .lambda_orth import LambdaOrthAligner, _StartMap
+from .lambda_orth import LambdaOrthAligner, _StartMap, orthogonality_gap
 from .metrics import make_retrieval_scorer
 
 __all__ = ["LambdaOrthAlignerCV"]
@@ -276,6 +276,7 @@ class LambdaOrthAlignerCV(BaseAligner):
                     path,
                     scorer,
                     patience,
+                    extrapolate=not descending,
                     fold=f"{k + 1}/{len(splits)}",
                 )
                 for k, (train, test) in enumerate(splits)
@@ -333,7 +334,7 @@ class LambdaOrthAlignerCV(BaseAligner):
             return max(1, math.ceil(base.n_iter_no_change / 2))
         return int(self.warm_n_iter_no_change)
 
-    def _fold_path(self, model, train, test, lams, path, scorer, patience, *, fold):
+    def _fold_path(self, model, train, test, lams, path, scorer, patience, *, extrapolate, fold):
         """Walk one fold's ``model`` through ``lams[path]``; per-lam arrays in grid order.
 
         The fold's training rows are prepared (validated, split for early stopping,
@@ -357,6 +358,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         data = model._prepare(*train, rng, reset=True)
         prepare_time = time.perf_counter() - start
         last = None  # (lam, index) of the fit the model's weights come from
+        fitted = []  # (lam, map) of the fits so far along the path
         for i in path:
             lam = float(lams[i])
             if last is not None and _reusable(model, last[0], lam):
@@ -375,7 +377,7 @@ class LambdaOrthAlignerCV(BaseAligner):
                 model._train(
                     data,
                     copy.deepcopy(rng),
-                    start=model._fitted_map() if warm else None,
+                    start=_path_start(model, fitted, lam, extrapolate) if warm else None,
                     accumulate=True,
                 )
             except FloatingPointError as exc:
@@ -403,6 +405,7 @@ class LambdaOrthAlignerCV(BaseAligner):
                 )
             out["score"][i] = score
             last = (lam, i)
+            fitted.append((lam, out["maps"][i]))
             self._report(fold, lam, out["score"][i], f"{int(out['n_epochs'][i])} epochs")
         return out
 
@@ -478,6 +481,34 @@ def _reusable(model, fitted_lam, lam):
         math.isinf(value) or expit(sharpness * (gap - value)) * gap * max(1.0, sharpness) <= tol
         for value in (fitted_lam, lam)
     )
+
+
+def _path_start(model, fitted, lam, extrapolate):
+    """Where the fit of ``lam`` starts: the last fit's map, moved on along the path.
+
+    Walking upwards, ``W`` travels along a smooth curve from the orthogonal map towards
+    the unregularised one, and each fit stops a little short of where its ``lam`` would
+    let it go.  The secant through the last two fits predicts the next point:
+    ``W_k + beta (W_k - W_{k-1})`` with ``beta`` the ratio of the coming step in ``lam``
+    to the last one, at most 1, halved until the start lies inside the new constraint
+    (``N <= lam - 1``, where the fitted ``N`` settles with the default sharpness) or no
+    further from orthogonality than the last fit.  The prediction is only a start: the
+    fit then trains as usual.  Measured in benchmarks/bench_lambda_path.py: a third
+    fewer epochs, and the fits end closer to GridSearchCV's.
+    """
+    last = model._fitted_map()
+    if not extrapolate or len(fitted) < 2 or model.bidirectional:
+        return last
+    (lam_before, before), (lam_last, _) = fitted[-2], fitted[-1]
+    beta = 1.0 if math.isinf(lam) else min(1.0, (lam - lam_last) / (lam_last - lam_before))
+    to_unit = model.x_scale_ / model.y_scale_
+    allowed = max(lam - 1.0, model.orthogonality_gap_)
+    while beta > 1 / 64:
+        W = last.W + beta * (last.W - before.W)
+        if orthogonality_gap(W * to_unit) <= allowed:
+            return _StartMap(W, last.bias + beta * (last.bias - before.bias), last.forward)
+        beta /= 2
+    return last
 
 
 def _mean_map(maps):
