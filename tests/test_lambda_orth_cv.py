@@ -8,6 +8,7 @@ from sklearn.exceptions import FitFailedWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV, GroupKFold, KFold
 
 from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV, OrthogonalProcrustesAligner
+from sklearn_compat.lambda_orth import orthogonality_gap
 from sklearn_compat.metrics import make_multi_retrieval_scorer
 
 LAMS = [0.0, 0.5, 2.0, np.inf]
@@ -136,6 +137,73 @@ def test_refit_starts_from_the_folds_and_fits_as_well_as_a_cold_fit(problem, pat
     np.testing.assert_allclose(search.transform(X), refit.transform(X))
 
 
+class _RecordsTraining(LambdaOrthAligner):
+    """Keeps (lam, patience, start map, fitted map, (x/y scale, gap)) of every run."""
+
+    runs = []
+
+    def _train(self, data, rng, *, start=None, **kwargs):
+        super()._train(data, rng, start=start, **kwargs)
+        unit = (self.x_scale_ / self.y_scale_, self.orthogonality_gap_)
+        self.runs.append((self.lam, self.n_iter_no_change, start, self._fitted_map(), unit))
+        return self
+
+
+@pytest.mark.parametrize("warm_patience", ["auto", 3])
+def test_warm_fits_use_the_shorter_patience(problem, warm_patience):
+    X, Y = problem
+    estimator = _RecordsTraining(max_epochs=4, batch_size=64, n_iter_no_change=7)
+    _RecordsTraining.runs.clear()
+    search = LambdaOrthAlignerCV(
+        [0.0, 0.5, 1.0], estimator=estimator, cv=2, warm_n_iter_no_change=warm_patience
+    ).fit(X, Y)
+    warm = 4 if warm_patience == "auto" else 3  # "auto": ceil(7 / 2)
+    patience = [run[1] for run in _RecordsTraining.runs]
+    # Per fold: the cold first lam with the estimator's patience, then the warm ones; the
+    # refit (last) with the estimator's again.  The estimator itself is left untouched.
+    assert patience == [7, warm, warm, 7, warm, warm, 7]
+    assert search.best_estimator_.n_iter_no_change == estimator.n_iter_no_change == 7
+
+
+def test_increasing_path_starts_each_fit_on_the_secant(problem):
+    X, Y = problem
+    lams = [0.0, 0.5, 1.0, 2.0, 4.0]
+    estimator = _RecordsTraining(max_epochs=10, batch_size=64, lr=1e-2, random_state=0)
+    _RecordsTraining.runs.clear()
+    LambdaOrthAlignerCV(lams, estimator=estimator, cv=2, refit=False).fit(X, Y)
+    fold = _RecordsTraining.runs[: len(lams)]
+    assert [run[0] for run in fold] == lams and fold[0][2] is None
+    # The second fit starts where the first ended; from the third on, the start is
+    # W_k + beta (W_k - W_{k-1}) with beta = min(1, step ratio) / 2^j, inside N <= lam - 1
+    # or no further out than W_k.
+    np.testing.assert_array_equal(fold[1][2].W, fold[0][3].W)
+    moved = 0
+    for k in range(2, len(lams)):
+        before, last, start = fold[k - 2][3], fold[k - 1][3], fold[k][2]
+        step = last.W - before.W
+        beta = np.sum((start.W - last.W) * step) / np.sum(step * step)
+        np.testing.assert_allclose(start.W, last.W + beta * step, atol=1e-12)
+        np.testing.assert_allclose(start.bias, last.bias + beta * (last.bias - before.bias))
+        ratio = min(1.0, (lams[k] - lams[k - 1]) / (lams[k - 1] - lams[k - 2]))
+        assert beta == 0 or np.log2(ratio / beta) == pytest.approx(round(np.log2(ratio / beta)))
+        to_unit, last_gap = fold[k - 1][4]
+        allowed = max(lams[k] - 1.0, last_gap)
+        assert orthogonality_gap(start.W * to_unit) <= allowed + 1e-9
+        moved += beta > 0
+    assert moved >= 2
+
+
+def test_decreasing_path_starts_each_fit_at_the_last_one(problem):
+    X, Y = problem
+    lams = [4.0, 2.0, 1.0, 0.0]
+    estimator = _RecordsTraining(max_epochs=5, batch_size=64, lr=1e-2, random_state=0)
+    _RecordsTraining.runs.clear()
+    LambdaOrthAlignerCV(lams, estimator=estimator, cv=2, direction="decreasing").fit(X, Y)
+    fold = _RecordsTraining.runs[: len(lams)]
+    for k in range(1, len(lams)):
+        np.testing.assert_array_equal(fold[k][2].W, fold[k - 1][3].W)
+
+
 def test_strict_reuses_the_first_fit_for_every_lam(problem):
     X, Y = problem
     search = LambdaOrthAlignerCV(
@@ -262,6 +330,8 @@ def test_refit_false_has_no_map(problem):
         ({"lams": "0 1"}, ValueError, "'lams' parameter"),
         ({"estimator": OrthogonalProcrustesAligner()}, ValueError, "'estimator' parameter"),
         ({"direction": "up"}, ValueError, "'direction' parameter"),
+        ({"warm_n_iter_no_change": 0}, ValueError, "'warm_n_iter_no_change' parameter"),
+        ({"warm_n_iter_no_change": "half"}, ValueError, "'warm_n_iter_no_change' parameter"),
         ({"cv": "five"}, ValueError, "'cv' parameter"),
         ({"estimator": LambdaOrthAligner(lr=-1.0)}, ValueError, "'lr' parameter"),
     ],
