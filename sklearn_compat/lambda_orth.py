@@ -332,11 +332,11 @@ class LambdaOrthAligner(BaseAligner):
     # The fit in two steps, so that LambdaOrthAlignerCV can prepare a fold's rows once and
     # train many lam values on them: ``_prepare`` validates, splits, rescales and moves the
     # rows to the device; ``_train`` trains from a given map (or the ``init`` start).
-    def _prepare(self, X, Y, labels, rng, *, reset, scales=None):
+    def _prepare(self, X, Y, labels, rng, *, reset):
         """Validated, split and rescaled training rows on the device (a ``_FitData``).
 
-        ``scales`` fixes ``(x_scale, y_scale)``; by default a warm start keeps the previous
-        fit's and a cold one measures the training rows'.
+        A warm start (``reset=False``) keeps the previous fit's unit scales; a cold one
+        measures the training rows'.
         """
         X, Y = self._validate_pair(X, Y, reset=reset)
         n = X.shape[0]
@@ -367,10 +367,8 @@ class LambdaOrthAligner(BaseAligner):
             train, valid = (Xt, Yt, Lt), None
         del Xt, Yt, Lt
 
-        if scales is None and not reset:
-            scales = (self.x_scale_, self.y_scale_)
-        if scales is not None:
-            x_scale, y_scale = scales
+        if not reset:
+            x_scale, y_scale = self.x_scale_, self.y_scale_
         elif self.rescale:
             x_scale, y_scale = _rms_norm(train[0]), _rms_norm(train[1])
         else:
