@@ -366,7 +366,7 @@ class LambdaOrthAlignerCV(BaseAligner):
 
     def _warm_patience(self, base):
         if self.warm_n_iter_no_change == "auto":
-            return max(1, math.ceil(base.n_iter_no_change / 2))
+            return math.ceil(base.n_iter_no_change / 2)  # at least 1, as n_iter_no_change
         return int(self.warm_n_iter_no_change)
 
     def _fold_path(self, model, train, test, lams, path, scorer, patience, *, extrapolate, fold):
