@@ -8,6 +8,7 @@ class itself::
 """
 
 import pickle
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -79,3 +80,27 @@ def test_unfitted_aligner_round_trips(rng, tmp_path):
     loaded = sio.load(tmp_path / "model.skops", trusted=[PROCRUSTES_TYPE])
     assert loaded.get_params() == aligner.get_params()
     assert pickle.loads(pickle.dumps(aligner)).get_params() == aligner.get_params()
+
+
+RELEASE_0_1_0 = Path(__file__).parent / "data" / "release_0_1_0"
+RELEASE_0_1_0_MODELS = [
+    "procrustes",
+    "procrustes_centered",
+    "affine",
+    "lambda_orth",
+    "lambda_orth_cv",
+    "relative",
+]
+
+
+@pytest.mark.parametrize("name", RELEASE_0_1_0_MODELS)
+def test_release_0_1_0_files_load_and_keep_their_behaviour(name):
+    # Written by tests/data/release_0_1_0/make_models.py with release 0.1.0, before the
+    # package's layout changed: the estimator module paths they name must still resolve, and
+    # the loaded models must give the outputs recorded at save time (old defaults included).
+    path = RELEASE_0_1_0 / f"{name}.skops"
+    trusted = sio.get_untrusted_types(file=path)
+    assert all(t.startswith("sklearn_compat.") and t.count(".") == 2 for t in trusted)
+    model = sio.load(path, trusted=trusted)
+    expected = np.load(RELEASE_0_1_0 / "expected.npz")
+    np.testing.assert_allclose(model.transform(expected["X"]), expected[name], rtol=1e-5, atol=1e-6)
