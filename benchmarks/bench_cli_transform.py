@@ -68,7 +68,7 @@ CLI = textwrap.dedent(
     """
     import sys, time
     import pyarrow.parquet, skops.io, torch
-    import sklearn_compat._cli_commands
+    import sklearn_compat.cli._commands
     from sklearn_compat.cli import main
     start = time.perf_counter()
     code = main(sys.argv[1:])

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from sklearn_compat import LambdaOrthAligner
-from sklearn_compat._backend import resolve_device
+from sklearn_compat._core.backend import resolve_device
 from sklearn_compat.procrustes import procrustes_from_cross
 
 
@@ -101,7 +101,7 @@ def ours(X, Y, *, epochs, batch_size, lr, lam, sharpness, cw, temperature, devic
 def skorch_net(X, Y, *, epochs, batch_size, lr, lam, sharpness, cw, temperature, device, seed):
     from skorch import NeuralNet
 
-    from sklearn_compat._skorch import AffineAdapter, AlignmentLoss, LambdaOrthMixin
+    from sklearn_compat._lambda.skorch_parts import AffineAdapter, AlignmentLoss, LambdaOrthMixin
 
     class Net(LambdaOrthMixin, NeuralNet):
         pass

@@ -25,7 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from sklearn_compat._lambda_losses import contrastive_loss, lambda_orth_penalty
+from sklearn_compat._lambda.losses import contrastive_loss, lambda_orth_penalty
 
 
 def _sequential(X, Y, lam, sharpness, temperature, lr):

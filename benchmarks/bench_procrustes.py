@@ -25,7 +25,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from sklearn_compat import OrthogonalProcrustesAligner
-from sklearn_compat._backend import resolve_device
+from sklearn_compat._core.backend import resolve_device
 
 
 def _sync(device):

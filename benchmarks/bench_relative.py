@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from sklearn_compat import RelativeAnchorEncoder
-from sklearn_compat._backend import resolve_device, to_torch
+from sklearn_compat._core.backend import resolve_device, to_torch
 
 
 def _sync(device):

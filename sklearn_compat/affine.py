@@ -8,8 +8,8 @@ import torch
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import apply_affine
-from ._closed_form import ClosedFormAligner
+from ._core.base import apply_affine
+from ._core.closed_form import ClosedFormAligner
 
 __all__ = ["AffineAligner", "least_squares_from_gram"]
 

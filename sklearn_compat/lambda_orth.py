@@ -3,7 +3,7 @@
 ``LambdaOrthAligner`` learns an affine adapter from the new model's space into the old
 one's, kept within a tunable distance ``lam`` of orthogonality.  The regulariser itself,
 :func:`lambda_orth_penalty`, and the adapter module, :class:`AffineAdapter`, are public so
-they can be used on other layers and in skorch nets (see ``sklearn_compat._skorch``).
+they can be used on other layers and in skorch nets (see ``sklearn_compat._lambda.skorch_parts``).
 """
 
 import math
@@ -19,12 +19,12 @@ from sklearn.utils import check_random_state, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._adapter import AffineAdapter
-from ._backend import as_numpy_input, no_tf32, resolve_device, to_torch, torch_generator
-from ._base import BaseAligner, apply_affine, pick_target
-from ._lambda_losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
-from ._lambda_train import SMALL_STEP_MACS, TrainConfig, small_problem_threads, train_adapters
-from ._ranking import encode_labels
+from ._core.backend import as_numpy_input, no_tf32, resolve_device, to_torch, torch_generator
+from ._core.base import BaseAligner, apply_affine, pick_target
+from ._core.ranking import encode_labels
+from ._lambda.adapter import AffineAdapter
+from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
+from ._lambda.training import SMALL_STEP_MACS, TrainConfig, small_problem_threads, train_adapters
 from .procrustes import procrustes_from_cross
 
 __all__ = [
@@ -623,7 +623,7 @@ def __getattr__(name):
     # The skorch parts are imported on first use, so importing the package does not pay
     # for importing skorch.
     if name in _SKORCH_PARTS:
-        from . import _skorch
+        from ._lambda import skorch_parts as _skorch
 
         return getattr(_skorch, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,17 +14,17 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._anchors import (
+from ._core.backend import as_numpy_input, checked_input, one_line_errors, resolve_device
+from ._core.ranking import encode_labels
+from ._relative.anchors import (
     farthest_point_anchors,
     kmeans_anchors,
     kmeans_mixture_anchors,
     random_anchors,
     stratified_anchors,
 )
-from ._backend import as_numpy_input, checked_input, one_line_errors, resolve_device
-from ._param import DEFAULT_LOSS_WEIGHTS, initial_logits, train_mixture
-from ._ranking import encode_labels
-from ._similarity import (
+from ._relative.mixtures import DEFAULT_LOSS_WEIGHTS, initial_logits, train_mixture
+from ._relative.similarity import (
     SIMILARITIES,
     prepare_kernel,
     relative_blockwise,
@@ -168,7 +168,8 @@ array-like of int, default="random"
     X and every array in ``parallel`` (the "banks"), minimising a weighted sum of soft
     Jaccard, Barlow Twins and alignment + uniformity losses between the banks' relative
     vectors and an anchor-cohesion term; the definitions and default weights are in
-    :mod:`sklearn_compat._param`.  Without ``parallel`` only uniformity and cohesion apply.
+    :mod:`sklearn_compat._relative.mixtures`.  Without ``parallel`` only uniformity and
+    cohesion apply.
 
     ``transform`` is one GEMM against a (d, m) matrix prepared from the anchors and the
     fitted statistics, computed in row blocks of bounded memory on ``device``.

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from sklearn_compat import _base
-from sklearn_compat._backend import (
+from sklearn_compat._core import base as _base
+from sklearn_compat._core.backend import (
     as_numpy_input,
     no_tf32,
     resolve_device,
@@ -19,7 +19,7 @@ from sklearn_compat._backend import (
     to_torch,
     torch_generator,
 )
-from sklearn_compat._base import apply_affine, pick_target
+from sklearn_compat._core.base import apply_affine, pick_target
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -119,7 +119,7 @@ def test_no_tf32_restores_flags():
 NEW_TF32_API = """
 import numpy as np, torch
 from sklearn_compat import OrthogonalProcrustesAligner
-from sklearn_compat._backend import no_tf32
+from sklearn_compat._core.backend import no_tf32
 torch.backends.cuda.matmul.fp32_precision = "tf32"   # torch's newer switch
 with no_tf32():
     assert torch.backends.cuda.matmul.fp32_precision == "ieee"

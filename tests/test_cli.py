@@ -355,7 +355,7 @@ def test_progress_bar_on_a_terminal(tmp_path, capsys, planted, monkeypatch):
 
 
 def test_interrupt_leaves_nothing(tmp_path, capsys, planted, monkeypatch):
-    from sklearn_compat import _cli_commands
+    from sklearn_compat.cli import _commands as _cli_commands
 
     src, tgt = write_pair(tmp_path, planted, "parquet", "parquet")
     model = tmp_path / "m.skops"

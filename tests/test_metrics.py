@@ -12,7 +12,7 @@ from scipy.linalg import orthogonal_procrustes
 from scipy.stats import ortho_group
 
 from sklearn_compat import metrics
-from sklearn_compat._ranking import paired_ranks
+from sklearn_compat._core.ranking import paired_ranks
 from sklearn_compat.metrics import (
     alignability,
     backfilling_auc,

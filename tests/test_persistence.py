@@ -103,4 +103,6 @@ def test_release_0_1_0_files_load_and_keep_their_behaviour(name):
     assert all(t.startswith("sklearn_compat.") and t.count(".") == 2 for t in trusted)
     model = sio.load(path, trusted=trusted)
     expected = np.load(RELEASE_0_1_0 / "expected.npz")
-    np.testing.assert_allclose(model.transform(expected["X"]), expected[name], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        model.transform(expected["X"]), expected[name], rtol=1e-5, atol=1e-6
+    )

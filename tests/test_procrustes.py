@@ -10,8 +10,9 @@ from scipy.stats import ortho_group
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from sklearn_compat import OrthogonalProcrustesAligner, _moments
-from sklearn_compat._moments import compute_moments
+from sklearn_compat import OrthogonalProcrustesAligner
+from sklearn_compat._core import moments as _moments
+from sklearn_compat._core.moments import compute_moments
 from sklearn_compat.procrustes import procrustes_from_cross
 
 

@@ -9,8 +9,8 @@ from sklearn.base import clone
 from sklearn.covariance import OAS, LedoitWolf
 
 from sklearn_compat import RelativeAnchorEncoder
-from sklearn_compat._anchors import stratified_counts
-from sklearn_compat._similarity import whitening
+from sklearn_compat._relative.anchors import stratified_counts
+from sklearn_compat._relative.similarity import whitening
 
 
 def _data(rng, n=120, d=6):

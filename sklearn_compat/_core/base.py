@@ -13,7 +13,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._backend import (
+from .backend import (
     as_numpy_input,
     check_tensor,
     checked_input,
@@ -179,7 +179,7 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             chunks when X is a Dask array).
         """
         if is_dask_collection(X):
-            from ._dask import dask_transform
+            from .dask import dask_transform
 
             return dask_transform(self, X)
         X = self._validate_X(X)
@@ -208,7 +208,7 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         -------
         float
         """
-        from .metrics import paired_topk_accuracy
+        from ..metrics import paired_topk_accuracy
 
         Y = pick_target(Y, y)
         Z = self.transform(X)

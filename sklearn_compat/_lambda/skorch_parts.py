@@ -20,8 +20,8 @@ from skorch import NeuralNetRegressor
 from skorch.callbacks import Callback
 from torch import nn
 
-from ._adapter import AffineAdapter
-from ._lambda_losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
+from .adapter import AffineAdapter
+from .losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 
 __all__ = [
     "AffineAdapter",
@@ -92,7 +92,7 @@ class LambdaOrthRegressor(LambdaOrthMixin, NeuralNetRegressor):
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_compat._skorch import AffineAdapter, LambdaOrthRegressor
+    >>> from sklearn_compat._lambda.skorch_parts import AffineAdapter, LambdaOrthRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(256, 8)).astype(np.float32)
     >>> net = LambdaOrthRegressor(

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from sklearn.utils.validation import _check_sample_weight
 
-from ._backend import as_numpy_input, is_dask_collection, resolve_device
-from ._base import raise_not_finite
-from ._moments import _CHUNK_ROWS, compute_moments
+from .backend import as_numpy_input, is_dask_collection, resolve_device
+from .base import raise_not_finite
+from .moments import _CHUNK_ROWS, compute_moments
 
 __all__ = ["batch_moments", "is_dask_collection", "moments_in_dtype"]
 
@@ -95,7 +95,7 @@ def batch_moments(
         Number of rows in the batch.
     """
     if is_dask_collection(X, Y, sample_weight):
-        from ._dask import dask_batch_moments
+        from .dask import dask_batch_moments
 
         return dask_batch_moments(
             estimator,

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 from sklearn.utils.validation import _check_sample_weight
 
-from ._backend import resolve_device
-from ._ranking import (
+from .._core.backend import resolve_device
+from .._core.ranking import (
     check_embeddings,
     count_true,
     encode_labels,

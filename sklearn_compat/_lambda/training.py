@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ._lambda_losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
+from .losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 
 __all__ = ["TrainConfig", "Objective", "train_adapters", "small_problem_threads"]
 

@@ -15,8 +15,8 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from ._io_common import InputError
-from ._io_write import AtomicOutput
+from ._common import InputError
+from ._write import AtomicOutput
 
 __all__ = ["save_model", "load_model", "model_format", "own_types"]
 
@@ -147,7 +147,7 @@ def load_model(path, *, trust=False):
     >>> load_model("no-such-model.skops")
     Traceback (most recent call last):
     ...
-    sklearn_compat._io_common.InputError: no-such-model.skops: no such model file
+    sklearn_compat.io._common.InputError: no-such-model.skops: no such model file
     """
     where = str(path)
     p = Path(path)

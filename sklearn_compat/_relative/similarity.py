@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from sklearn.covariance import ledoit_wolf_shrinkage, oas
 
-from ._backend import to_torch
+from .._core.backend import to_torch
 
 __all__ = [
     "SIMILARITIES",

@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ._io_common import InputError
+from ._common import InputError
 
 __all__ = ["JoinReport", "join_on_ids", "DUPLICATE_POLICIES"]
 

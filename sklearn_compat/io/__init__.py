@@ -29,11 +29,11 @@ Examples
 ('list', ['a', 'b', 'c'], dtype('float32'))
 """
 
-from ._io_common import FORMATS, ColumnSpec, InputError, table_format
-from ._io_join import DUPLICATE_POLICIES, JoinReport, join_on_ids
-from ._io_model import load_model, model_format, save_model
-from ._io_read import Batch, TableReader, open_table, read_table
-from ._io_write import AtomicOutput, OutputLayout, TableWriter, write_table
+from ._common import FORMATS, ColumnSpec, InputError, table_format
+from ._join import DUPLICATE_POLICIES, JoinReport, join_on_ids
+from ._model_files import load_model, model_format, save_model
+from ._read import Batch, TableReader, open_table, read_table
+from ._write import AtomicOutput, OutputLayout, TableWriter, write_table
 
 __all__ = [
     "AtomicOutput",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._backend import no_tf32, to_torch
+from .backend import no_tf32, to_torch
 
 __all__ = ["PairMoments", "compute_moments"]
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from sklearn.cluster import KMeans
 
-from ._backend import to_torch
+from .._core.backend import to_torch
 
 # Elements of the (rows, d) difference block in farthest point sampling.
 _FPS_BLOCK_ELEMENTS = 2**24

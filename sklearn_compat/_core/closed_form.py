@@ -8,9 +8,9 @@ exactly with the batches seen before, and solve from the merged statistics.
 
 from sklearn.base import _fit_context
 
-from ._base import BaseAligner, pick_target
-from ._moments import PairMoments
-from ._pair_stats import batch_moments
+from .base import BaseAligner, pick_target
+from .moments import PairMoments
+from .pair_stats import batch_moments
 
 __all__ = ["ClosedFormAligner"]
 

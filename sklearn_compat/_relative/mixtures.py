@@ -31,8 +31,8 @@ relative vectors out while staying local.
 import numpy as np
 import torch
 
-from ._backend import to_numpy, to_torch, torch_generator
-from ._similarity import torch_similarity
+from .._core.backend import to_numpy, to_torch, torch_generator
+from .similarity import torch_similarity
 
 __all__ = ["DEFAULT_LOSS_WEIGHTS", "initial_logits", "train_mixture"]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._cli_registry import LABEL_METRICS, METHODS, METRICS, NotAvailable, build_method, load
-from ._io_common import ColumnSpec, InputError
-from ._io_join import join_on_ids
-from ._io_model import load_model, save_model
-from ._io_read import open_table, read_table
-from ._io_write import AtomicOutput, OutputLayout, TableWriter
+from ..io._common import ColumnSpec, InputError
+from ..io._join import join_on_ids
+from ..io._model_files import load_model, save_model
+from ..io._read import open_table, read_table
+from ..io._write import AtomicOutput, OutputLayout, TableWriter
+from ._registry import LABEL_METRICS, METHODS, METRICS, NotAvailable, build_method, load
 
 __all__ = ["run_fit", "run_transform", "run_evaluate", "run_grid", "run_encode"]
 
@@ -412,7 +412,7 @@ def run_grid(args):
         _log(f"{name}{shown}: top-1 {scores.mean():.4f} +- {scores.std():.4f}")
     frame = pd.DataFrame(rows)
     if plot is not None:
-        from ._cli_plot import plot_grid
+        from ._plot import plot_grid
 
         with AtomicOutput(plot, force=args.force) as out:
             plot_grid(frame, out.tmp, n_pairs=X.shape[0], cv=args.cv)

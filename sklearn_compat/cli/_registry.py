@@ -11,7 +11,7 @@ import importlib
 import inspect
 from dataclasses import dataclass, field
 
-from ._io_common import InputError
+from ..io._common import InputError
 
 __all__ = ["METHODS", "METRICS", "LABEL_METRICS", "NotAvailable", "build_method", "load"]
 

@@ -20,9 +20,9 @@ import numpy as np
 from sklearn.utils import check_array
 from sklearn.utils.validation import _check_feature_names, _check_n_features, check_is_fitted
 
-from ._backend import as_numpy_input, resolve_device
-from ._base import apply_affine
-from ._pair_stats import check_float_dtype, moments_in_dtype
+from .backend import as_numpy_input, resolve_device
+from .base import apply_affine
+from .pair_stats import check_float_dtype, moments_in_dtype
 
 __all__ = ["dask_batch_moments", "dask_transform"]
 

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 
-from ._backend import resolve_device
-from ._ranking import (
+from .._core.backend import resolve_device
+from .._core.ranking import (
     AP_BYTES_PER_ENTRY,
     average_precision_rows,
     check_embeddings,

@@ -27,9 +27,9 @@ import sys
 import traceback
 import warnings
 
-from ._cli_registry import METHODS
-from ._io_common import InputError
-from ._io_join import DUPLICATE_POLICIES
+from ..io._common import InputError
+from ..io._join import DUPLICATE_POLICIES
+from ._registry import METHODS
 
 __all__ = ["main", "build_parser"]
 
@@ -59,7 +59,7 @@ def _positive_int(text):
 
 def _device(text):
     """A well-formed device name; whether it exists is for the command to find out."""
-    from ._backend import resolve_device
+    from .._core.backend import resolve_device
 
     try:
         with warnings.catch_warnings():
@@ -202,7 +202,7 @@ def build_parser():
         "tabular exports (CSV, Parquet, .npy).",
         parents=[common],
     )
-    from . import __version__
+    from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -405,7 +405,7 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    from . import _cli_commands
+    from . import _commands as _cli_commands
 
     command = getattr(_cli_commands, f"run_{args.command}")
     with warnings.catch_warnings():

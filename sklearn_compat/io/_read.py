@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ._io_common import ColumnSpec, InputError, table_format
+from ._common import ColumnSpec, InputError, table_format
 
 __all__ = ["Batch", "open_table", "read_table"]
 

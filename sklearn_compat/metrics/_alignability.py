@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from sklearn.utils import Bunch, check_random_state
 
-from ._backend import no_tf32, resolve_device, to_torch
-from ._ranking import check_embeddings
+from .._core.backend import no_tf32, resolve_device, to_torch
+from .._core.ranking import check_embeddings
 from ._retrieval import check_positive_int, check_same_rows
 
 __all__ = ["alignability"]

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from sklearn.utils import check_array
 
-from ._backend import as_numpy_input, checked_input, one_line_errors, resolve_device, to_torch
+from .backend import as_numpy_input, checked_input, one_line_errors, resolve_device, to_torch
 
 __all__ = [
     "as_float_tensor",
