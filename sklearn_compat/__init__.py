@@ -13,6 +13,7 @@ from ._clash import warn_if_clashing_distribution
 from .affine import AffineAligner
 from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
 from .lambda_orth_cv import LambdaOrthAlignerCV
+from .neighbors import AlignedNeighbors
 from .procrustes import OrthogonalProcrustesAligner
 from .relative import RelativeAnchorEncoder
 
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AffineAligner",
+    "AlignedNeighbors",
     "LambdaOrthAligner",
     "LambdaOrthAlignerCV",
     "OrthogonalProcrustesAligner",
