@@ -3,7 +3,9 @@
 ``LambdaOrthAligner`` learns an affine adapter from the new model's space into the old
 one's, kept within a tunable distance ``lam`` of orthogonality.  The regulariser itself,
 :func:`lambda_orth_penalty`, and the adapter module, :class:`AffineAdapter`, are public so
-they can be used on other layers and in skorch nets (see ``sklearn_compat._lambda.skorch_parts``).
+they can be used on other layers; :class:`LambdaOrthMixin`, :class:`LambdaOrthRegressor`,
+:class:`AlignmentLoss` and the :class:`OrthogonalityGap` callback bring the regulariser to your
+own skorch nets.
 """
 
 import math
@@ -24,12 +26,22 @@ from ._core.base import BaseAligner, apply_affine, pick_target
 from ._core.ranking import encode_labels
 from ._lambda.adapter import AffineAdapter
 from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
+from ._lambda.skorch_parts import (
+    AlignmentLoss,
+    LambdaOrthMixin,
+    LambdaOrthRegressor,
+    OrthogonalityGap,
+)
 from ._lambda.training import SMALL_STEP_MACS, TrainConfig, small_problem_threads, train_adapters
 from .procrustes import procrustes_from_cross
 
 __all__ = [
     "LambdaOrthAligner",
     "AffineAdapter",
+    "AlignmentLoss",
+    "LambdaOrthMixin",
+    "LambdaOrthRegressor",
+    "OrthogonalityGap",
     "lambda_orth_penalty",
     "orthogonality_gap",
     "contrastive_loss",
@@ -614,16 +626,3 @@ def _polar(W):
     """The nearest matrix with orthonormal rows/columns (float64 SVD)."""
     U, _, Vt = scipy.linalg.svd(W, full_matrices=False)
     return U @ Vt
-
-
-_SKORCH_PARTS = ("AlignmentLoss", "LambdaOrthMixin", "LambdaOrthRegressor", "OrthogonalityGap")
-
-
-def __getattr__(name):
-    # The skorch parts are imported on first use, so importing the package does not pay
-    # for importing skorch.
-    if name in _SKORCH_PARTS:
-        from ._lambda import skorch_parts as _skorch
-
-        return getattr(_skorch, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
