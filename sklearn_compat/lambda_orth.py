@@ -17,13 +17,19 @@ import numpy as np
 import scipy.linalg
 import torch
 from sklearn.base import _fit_context
-from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.backend import as_numpy_input, no_tf32, resolve_device, to_torch, torch_generator
-from ._core.base import BaseAligner, apply_affine, pick_target
-from ._core.ranking import encode_labels
+from ._core.backend import (
+    apply_affine,
+    no_tf32,
+    resolve_device,
+    to_torch,
+    torch_generator,
+)
+from ._core.base import BaseAligner
+from ._core.validation import check_row_labels, pick_target
 from ._lambda.adapter import AffineAdapter
 from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 from ._lambda.skorch_parts import (
@@ -487,25 +493,7 @@ class LambdaOrthAligner(BaseAligner):
         return device.type == "cpu" and self.batch_size * d_x * d_y <= SMALL_STEP_MACS
 
     def _encode_labels(self, labels, n):
-        if labels is None:
-            return None
-        # Tensors on any device, lists, Series; a column vector is accepted (with
-        # scikit-learn's warning), anything else must be 1-d.
-        labels = np.asarray(as_numpy_input(labels))
-        if labels.ndim == 2 and labels.shape[1] == 1:
-            labels = column_or_1d(labels, warn=True)
-        if labels.ndim != 1:
-            raise ValueError(
-                f"labels must be 1-d, one class label per row; got shape {labels.shape}."
-            )
-        if labels.shape[0] != n:
-            raise ValueError(
-                f"labels has {labels.shape[0]} entries, but X has {n} rows; pass one "
-                "class label per row."
-            )
-        # The metrics' encoding: NaN is refused (it is not a class), as in cmc/mAP.
-        (codes,) = encode_labels(labels, names=["labels"])
-        return codes
+        return None if labels is None else check_row_labels(labels, n)
 
     def _initial_map(self, X, Y, rng):
         """Start of the adapter in normalised units: (W0, b0) as float64 numpy."""
