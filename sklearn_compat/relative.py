@@ -15,7 +15,6 @@ from sklearn.utils.validation import (
 
 from ._core.backend import as_numpy_input, checked_input, one_line_errors, resolve_device
 from ._core.validation import check_row_labels
-from .metrics._anisotropy import warn_if_anisotropic
 from ._relative.anchors import (
     farthest_point_anchors,
     kmeans_anchors,
@@ -30,6 +29,7 @@ from ._relative.similarity import (
     relative_blockwise,
     whitening,
 )
+from .metrics._anisotropy import warn_if_anisotropic
 
 __all__ = ["RelativeAnchorEncoder"]
 

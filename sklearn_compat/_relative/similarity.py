@@ -167,8 +167,9 @@ def relative_blockwise(
     ``kernel`` comes from :func:`prepare_kernel`.  The output is filled in place on the
     host, so device memory holds one block of input and output at a time whatever the
     number of rows.  ``offset`` (d,) is subtracted from every row first (the fitted
-    centre; ``kernel`` must then be prepared from anchors centred alike).  ``l2`` scales each output row to unit norm; ``shift``/``scale``
-    standardise each output column (fitted statistics).
+    centre; ``kernel`` must then be prepared from anchors centred alike).  ``l2`` scales
+    each output row to unit norm; ``shift``/``scale`` standardise each output column
+    (fitted statistics).
 
     Returns
     -------
