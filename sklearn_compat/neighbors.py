@@ -66,9 +66,10 @@ class AlignedNeighbors(BaseEstimator):
         gallery item ``g`` to its ``csls_k`` nearest queries *of the same* ``kneighbors``
         *call* (hubs, near many queries, are penalised).  Distances are then
         ``1 - CSLS / 2``: the cosine distance plus the mean of the two penalties.
-    batch_size : int, default=None
-        Queries scored per block; None picks as many as keep the block's similarity slab
-        under 128 MB, so memory stays bounded whatever the number of queries.
+    memory_budget : int, default=None
+        Bytes of similarity slab per block of queries (default 128 MiB), as in
+        :mod:`sklearn_compat.metrics`: the block height follows from it, so memory stays
+        bounded whatever the number of queries.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         Where the similarities and top-k run ("auto": CUDA when torch sees a GPU).
 
@@ -121,7 +122,7 @@ class AlignedNeighbors(BaseEstimator):
         "gallery": [StrOptions({"centered", "raw"})],
         "metric": [StrOptions({"cosine"})],
         "csls_k": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "memory_budget": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "device": [str, torch.device],
     }
 
@@ -133,7 +134,7 @@ class AlignedNeighbors(BaseEstimator):
         gallery="centered",
         metric="cosine",
         csls_k=None,
-        batch_size=None,
+        memory_budget=None,
         device="auto",
     ):
         self.aligner = aligner
@@ -141,7 +142,7 @@ class AlignedNeighbors(BaseEstimator):
         self.gallery = gallery
         self.metric = metric
         self.csls_k = csls_k
-        self.batch_size = batch_size
+        self.memory_budget = memory_budget
         self.device = device
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -251,6 +252,7 @@ class AlignedNeighbors(BaseEstimator):
         dtype = torch.float64 if torch.float64 in (Q.dtype, self._dtype()) else torch.float32
         Q, G = Q.to(dtype), to_torch(self.gallery_, device, dtype)
         n = Q.shape[0]
+        budget = self.memory_budget or _SLAB_BYTES
         query_penalty = gallery_penalty = None
         if self.csls_k is not None:
             if self.csls_k > n:
@@ -258,9 +260,9 @@ class AlignedNeighbors(BaseEstimator):
                     f"csls_k={self.csls_k} exceeds the number of queries ({n}): CSLS "
                     "measures each gallery item's neighbourhood among the queries."
                 )
-            query_penalty = knn_mean_similarity(Q, G, self.csls_k, budget=_SLAB_BYTES)
-            gallery_penalty = knn_mean_similarity(G, Q, self.csls_k, budget=_SLAB_BYTES)
-        step = self.batch_size or block_rows(G.shape[0], Q.element_size(), _SLAB_BYTES)
+            query_penalty = knn_mean_similarity(Q, G, self.csls_k, budget=budget)
+            gallery_penalty = knn_mean_similarity(G, Q, self.csls_k, budget=budget)
+        step = block_rows(G.shape[0], Q.element_size(), budget)
         scores = np.empty((n, k), dtype=np.float64 if dtype == torch.float64 else np.float32)
         indices = np.empty((n, k), dtype=np.int64)
         for start in range(0, n, step):

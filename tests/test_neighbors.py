@@ -101,7 +101,9 @@ def test_pipeline_ending_in_an_aligner(rng):
 def test_blocks_do_not_change_the_result(fitted, monkeypatch):
     aligner, queries, Y = fitted
     one = AlignedNeighbors(aligner, csls_k=3).fit(Y).kneighbors(queries)
-    blocked = AlignedNeighbors(aligner, csls_k=3, batch_size=7).fit(Y).kneighbors(queries)
+    # A budget of 7 rows of the 300-item float64 slab: blocks of 7 queries.
+    blocked = AlignedNeighbors(aligner, csls_k=3, memory_budget=7 * 300 * 8).fit(Y)
+    blocked = blocked.kneighbors(queries)
     np.testing.assert_array_equal(blocked[1], one[1])
     np.testing.assert_allclose(blocked[0], one[0], atol=1e-14)
     # The memory budget picks the block height: a tiny budget gives one-row blocks.
