@@ -87,7 +87,9 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         benchmarks/RESULTS.md).  ``fit`` warns with
         :class:`~sklearn_compat.metrics.AnisotropyWarning` when ``center=False`` meets a
         space whose :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm`` exceeds 0.5.
-        Models saved with ``center=False`` keep it when loaded.
+        Models saved with ``center=False`` keep it when loaded.  When X and Y differ in
+        scale (e.g. only one side L2-normalised), set ``scale=True`` too: otherwise the
+        mapped deviations keep X's scale while Y's mean is added back at Y's.
     scale : bool, default=False
         Also fit an isotropic scale ``s = trace(S) / ||X_c||_F^2``.
     allow_reflection : bool, default=True

@@ -98,8 +98,9 @@ array-like of int, default="random"
         every embedding near one common direction (E5-style text models, ReLU features);
         uncentred cosines to anchors are then all close to 1 and two such spaces'
         relative vectors stop matching (paired top-1 0.001 on the pair above, 0.77-0.80
-        centred, with the default number of anchors).  ``fit`` warns with :class:`~sklearn_compat.metrics.AnisotropyWarning`
-        when ``center=False`` meets a space whose
+        centred, with the default number of anchors).  ``fit`` warns with
+        :class:`~sklearn_compat.metrics.AnisotropyWarning` when ``center=False`` meets a
+        space whose
         :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm`` exceeds 0.5.  No effect
         on ``"euclidean"`` (translation invariant) or ``"wip"`` (centred already).  Models
         saved before this parameter existed load with ``center=False``, as they were.
