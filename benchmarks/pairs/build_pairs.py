@@ -200,6 +200,20 @@ MODELS = {
 }
 
 
+_MEMO: dict = {}
+
+
+def encode(model, corpus, texts, name):
+    """Encode once per (model, corpus sample) within one run; pairs share embeddings."""
+    key = (model, corpus, len(texts), hash(tuple(texts)))
+    if key not in _MEMO:
+        log(f"[{name}] encoding {len(texts)} texts with {model} ...")
+        t = time.time()
+        _MEMO[key] = MODELS[model][1](texts)
+        log(f"[{name}]   {model}: {time.time() - t:.1f}s")
+    return _MEMO[key]
+
+
 def text_pair(name, corpus, n, n_train, new, old, seed):
     t0 = time.time()
     if corpus == "glosses":
@@ -211,10 +225,8 @@ def text_pair(name, corpus, n, n_train, new, old, seed):
         corpus_desc = ("WordNet 3.0 usage-example sentences (first quoted example per "
                        f"synset, >=4 words), random sample (seed {seed}) from package wn "
                        f"{version('wn')}")
-    log(f"[{name}] {len(texts)} texts; encoding new={new} ...")
-    X = MODELS[new][1](texts)
-    log(f"[{name}] encoding old={old} ...")
-    Y = MODELS[old][1](texts)
+    X = encode(new, corpus, texts, name)
+    Y = encode(old, corpus, texts, name)
     meta = dict(name=name, new_model=MODELS[new][0], old_model=MODELS[old][0],
                 corpus=corpus_desc, labels="WordNet lexicographer file (lexname)",
                 n=len(texts), d_x=int(X.shape[1]), d_y=int(Y.shape[1]),
@@ -356,9 +368,10 @@ PAIRS = {
                                                      "wordllama", "minilm", SEED),
     # MUSE-style bilingual word translation: English GloVe 50-d -> French spaCy 300-d
     "muse_en_fr": lambda: muse_pair("muse_en_fr", 5000, 1500, SEED),
-    # two different text models on the labelled examples: e5 (new) -> WordLlama (old)
-    "wn_example_e5_wordllama": lambda: text_pair("wn_example_e5_wordllama", "examples",
-                                                 5000, 4000, "e5", "wordllama", SEED),
+    # two different text models on the labelled glosses: e5 (new) -> WordLlama (old);
+    # reuses the e5 gloss embeddings of the first pair when built in the same run
+    "wn_gloss_e5_wordllama": lambda: text_pair("wn_gloss_e5_wordllama", "glosses",
+                                               6000, 4800, "e5", "wordllama", SEED),
 }
 
 
