@@ -31,7 +31,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import numpy as np  # noqa: E402
+try:
+    import numpy as np  # noqa: E402
+except ImportError:
+    raise SystemExit("build_pairs: missing package 'numpy' "
+                     "(pip install -r benchmarks/pairs/requirements.txt)")
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "cache"
