@@ -207,10 +207,41 @@ MODELS = {
 _MEMO: dict = {}
 
 
+_OUT: list = [DEFAULT_OUT]
+
+
+def reuse_cached(model, texts):
+    """The ``model`` encoding of exactly ``texts`` from a pair already in the output dir.
+
+    Pairs that share a corpus sample share encodings (e.g. the e5 gloss vectors, the
+    slow part of the build), so ``--only`` need not re-run a model another pair used.
+    """
+    desc = MODELS[model][0]
+    for p in sorted(Path(_OUT[0]).glob("*.npz")):
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                if "texts" not in z.files:
+                    continue
+                meta = json.loads(str(z["meta"]))
+                side = "X" if meta.get("new_model") == desc else (
+                    "Y" if meta.get("old_model") == desc else None)
+                if side and len(z["texts"]) == len(texts) and \
+                        list(z["texts"]) == list(texts):
+                    return np.asarray(z[side], dtype=np.float32), p.name
+        except (OSError, ValueError, KeyError):
+            continue
+    return None, None
+
+
 def encode(model, corpus, texts, name):
-    """Encode once per (model, corpus sample) within one run; pairs share embeddings."""
+    """Encode once per (model, corpus sample); pairs share embeddings."""
     key = (model, corpus, len(texts), hash(tuple(texts)))
     if key not in _MEMO:
+        got, src = reuse_cached(model, texts)
+        if got is not None:
+            log(f"[{name}] {model}: reusing the encoding stored in {src}")
+            _MEMO[key] = got
+            return got
         log(f"[{name}] encoding {len(texts)} texts with {model} ...")
         t = time.time()
         _MEMO[key] = MODELS[model][1](texts)
@@ -402,6 +433,7 @@ def main(argv=None):
     ap.add_argument("--only", nargs="+", choices=sorted(PAIRS), default=None)
     args = ap.parse_args(argv)
     names = args.only or list(PAIRS)
+    _OUT[0] = args.out
     t0 = time.time()
     for name in names:
         t = time.time()
