@@ -216,6 +216,8 @@ def reuse_cached(model, texts):
     Pairs that share a corpus sample share encodings (e.g. the e5 gloss vectors, the
     slow part of the build), so ``--only`` need not re-run a model another pair used.
     """
+    if _OUT[0] is None:
+        return None, None
     desc = MODELS[model][0]
     for p in sorted(Path(_OUT[0]).glob("*.npz")):
         try:
@@ -431,9 +433,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--only", nargs="+", choices=sorted(PAIRS), default=None)
+    ap.add_argument("--no-reuse", action="store_true",
+                    help="re-encode everything; ignore encodings stored in --out")
     args = ap.parse_args(argv)
     names = args.only or list(PAIRS)
-    _OUT[0] = args.out
+    _OUT[0] = None if args.no_reuse else args.out
     t0 = time.time()
     for name in names:
         t = time.time()
