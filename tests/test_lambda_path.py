@@ -48,7 +48,7 @@ def test_first_lam_is_the_cold_fit_and_the_rest_follow(problem, direction):
     # Orthogonal at lam = 0, far from it without the regulariser, and the unregularised
     # end fits the training rows better.
     assert path.orthogonality_gaps[0] < 0.1 < 1.0 < path.orthogonality_gaps[2]
-    mse = [np.mean((X @ W + b - Y) ** 2) for W, b in zip(path.coefs, path.intercepts)]
+    mse = [np.mean((X @ W + b - Y) ** 2) for W, b in zip(path.coefs, path.intercepts, strict=True)]
     assert mse[2] < mse[0]
     assert path.forward_coefs is None and not path.reused.any()
     assert all(error is None for error in path.errors)

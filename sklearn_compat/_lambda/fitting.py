@@ -222,7 +222,13 @@ def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=Non
     generator = torch_generator(rng, device)
     with small_problem_threads(is_small_problem(settings, device, d_x, d_y)):
         history, n_epochs, best_epoch = train_adapters(
-            backward, forward, data.train, data.valid, config, generator, desc=type(settings).__name__
+            backward,
+            forward,
+            data.train,
+            data.valid,
+            config,
+            generator,
+            desc=type(settings).__name__,
         )
 
     Q = backward.weight.detach().cpu().double().numpy()

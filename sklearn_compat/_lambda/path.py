@@ -186,9 +186,7 @@ def lambda_orth_path(
 
         estimator = LambdaOrthAligner()
     elif not _is_lambda_orth_aligner(estimator):
-        raise TypeError(
-            f"estimator must be a LambdaOrthAligner, got {type(estimator).__name__}."
-        )
+        raise TypeError(f"estimator must be a LambdaOrthAligner, got {type(estimator).__name__}.")
     settings = clone(estimator)  # a RandomState instance is copied, not consumed
     settings._validate_params()
     X, Y = settings._validate_pair(X, Y, reset=True)
@@ -197,7 +195,9 @@ def lambda_orth_path(
     order = np.argsort(-lams if direction == "decreasing" else lams, kind="stable")
     patience = warm_patience(warm_n_iter_no_change, settings.n_iter_no_change)
     d_x, d_y = X.shape[1], Y.shape[1]
-    with small_problem_threads(is_small_problem(settings, resolve_device(settings.device), d_x, d_y)):
+    with small_problem_threads(
+        is_small_problem(settings, resolve_device(settings.device), d_x, d_y)
+    ):
         return _walk(
             settings,
             X,
@@ -248,8 +248,9 @@ def _as_start(coef_init):
     return StartMap(np.asarray(W, dtype=np.float64), np.asarray(bias, dtype=np.float64), forward)
 
 
-def _walk(settings, X, Y, codes, lams, order, patience, *, extrapolate, coef_init, error_score,
-          verbose):
+def _walk(
+    settings, X, Y, codes, lams, order, patience, *, extrapolate, coef_init, error_score, verbose
+):
     """Train ``lams[order]`` in turn on rows prepared once; per-lam results in grid order."""
     n_lams, d_x, d_y = len(lams), X.shape[1], Y.shape[1]
     nan_map = (np.full((d_x, d_y), np.nan), np.full(d_y, np.nan))
