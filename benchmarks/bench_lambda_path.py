@@ -14,10 +14,15 @@ noise-free, unlike the seconds), the picked lam, its mean CV score under both se
 (an "equally good pick" scores the same under GridSearchCV's own numbers) and the refitted
 map's paired top-1 on held-out rows, then a per-lam table.
 
-Data: the real MNIST features (``/work/shared/data/mnist5k_features.npz``: the 4,000
-``train_idx`` rows for the search, the 1,000 ``test_idx`` rows held out, rows
-L2-normalised) when present, else a synthetic pair (``--n``, ``--d``).
+Data: a real text pair built by ``benchmarks/pairs/build_pairs.py`` (``--text-pair NAME``
+from ``--pairs-dir``, or ``--pair-file PATH``: an npz with ``X`` (new model), ``Y`` (old
+model) and ``split``, True for the rows the search sees, the rest held out), else the real
+MNIST features (``/work/shared/data/mnist5k_features.npz``: the 4,000 ``train_idx`` rows
+for the search, the 1,000 ``test_idx`` rows held out) when present, else a synthetic pair
+(``--n``, ``--d``).  Rows are L2-normalised.
 
+    python benchmarks/bench_lambda_path.py --text-pair wn_example_wordllama_minilm \
+        --folds 3 --lams 0 1 2 4 8 inf --directions increasing   # WordLlama -> MiniLM
     python benchmarks/bench_lambda_path.py                        # MNIST cnn_s0 -> mlp_s0
     python benchmarks/bench_lambda_path.py --pair cnn_s0 cnn_s1
     python benchmarks/bench_lambda_path.py --synthetic --n 20000 --d 128 --device cuda
@@ -44,8 +49,30 @@ def l2_normalise(A):
     return A / np.linalg.norm(A, axis=1, keepdims=True)
 
 
+def load_pair_file(path, n=None):
+    """(X, Y, X_test, Y_test, description) of a cached pair: ``split`` rows vs the rest."""
+    with np.load(path, allow_pickle=False) as data:
+        X, Y, split = data["X"], data["Y"], data["split"].astype(bool)
+    X, Y = l2_normalise(X.astype(np.float32)), l2_normalise(Y.astype(np.float32))
+    train, test = np.flatnonzero(split), np.flatnonzero(~split)
+    if n is not None:
+        train = train[:n]
+    desc = (
+        f"{Path(path).stem}, {len(train)} rows (held out {len(test)}), "
+        f"d {X.shape[1]} -> {Y.shape[1]}"
+    )
+    return X[train], Y[train], X[test], Y[test], desc
+
+
 def load_data(args):
     """(X, Y, X_test, Y_test, description)."""
+    if args.pair_file is not None or args.text_pair is not None:
+        path = args.pair_file or Path(args.pairs_dir) / f"{args.text_pair}.npz"
+        if not Path(path).exists():
+            raise SystemExit(
+                f"{path} is missing: build it with benchmarks/pairs/build_pairs.py --only NAME"
+            )
+        return load_pair_file(path, args.n)
     path = next((p for p in (FEATURES, FEATURES_ALT) if p.exists()), None)
     if path is not None and not args.synthetic:
         with np.load(path) as data:
@@ -73,6 +100,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", nargs=2, default=["cnn_s0", "mlp_s0"])
     parser.add_argument("--synthetic", action="store_true", help="ignore the MNIST file")
+    parser.add_argument("--pair-file", default=None, help="a cached pair (.npz with X, Y, split)")
+    parser.add_argument("--text-pair", default=None, help="NAME of a pair in --pairs-dir")
+    parser.add_argument(
+        "--pairs-dir",
+        default=str(Path(__file__).resolve().parent / "pairs" / "cache"),
+        help="where build_pairs.py caches the pairs",
+    )
     parser.add_argument("--n", type=int, default=None, help="rows (MNIST: first n of train)")
     parser.add_argument("--d", type=int, default=64, help="synthetic width")
     parser.add_argument("--folds", type=int, default=5)

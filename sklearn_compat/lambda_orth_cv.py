@@ -38,9 +38,10 @@ _DEFAULT_RELATIVE_LAMS = (0.0, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, math.inf)
 class LambdaOrthAlignerCV(BaseAligner):
     """LambdaOrthAligner with ``lam`` chosen by cross-validation along a warm-started path.
 
-    For each fold, one :class:`LambdaOrthAligner` is trained through every ``lam`` of the
-    grid in turn on the fold's training rows, prepared (validated, split for early stopping,
-    rescaled, moved to the device) once.  Each ``lam`` starts from the previous one's
+    For each fold, :func:`~sklearn_compat.lambda_orth.lambda_orth_path` trains a
+    :class:`LambdaOrthAligner` through every ``lam`` of the grid in turn on the fold's
+    training rows, prepared (validated, split for early stopping, rescaled, moved to the
+    device) once, as ``LassoCV`` runs ``enet_path``.  Each ``lam`` starts from the previous one's
     weights, moved on along the path (see Notes), with a fresh optimizer and the
     estimator's early stopping at a shorter patience, and is scored on the held-out rows.
     The ``lam`` with the best mean score is then refitted on all rows, starting from the
@@ -125,6 +126,7 @@ class LambdaOrthAlignerCV(BaseAligner):
     See Also
     --------
     LambdaOrthAligner : the aligner with a fixed ``lam``.
+    sklearn_compat.lambda_orth.lambda_orth_path : the path one fold trains.
     sklearn.model_selection.GridSearchCV : the same search, one cold fit per ``lam``.
 
     Notes
