@@ -31,6 +31,7 @@ for the search, the 1,000 ``test_idx`` rows held out) when present, else a synth
 """
 
 import argparse
+import itertools
 import time
 from pathlib import Path
 
@@ -120,6 +121,13 @@ def main():
         "--warm-patience", default="auto", help="LambdaOrthAlignerCV's warm_n_iter_no_change"
     )
     parser.add_argument(
+        "--warm-tol",
+        nargs="+",
+        type=float,
+        default=[0.0],
+        help="LambdaOrthAlignerCV's warm_tol; several values: one path run each",
+    )
+    parser.add_argument(
         "--directions", nargs="+", default=["increasing", "decreasing"], help="path orders"
     )
     args = parser.parse_args()
@@ -157,36 +165,42 @@ def main():
     seconds = (time.perf_counter() - clock[0], time.process_time() - clock[1])
     runs["grid"] = (seconds, grid.cv_results_, grid.best_params_["lam"])
     runs["grid"] += (sum(grid_epochs), grid.best_estimator_)
-    for direction in args.directions:
-        warm = args.warm_patience if args.warm_patience == "auto" else int(args.warm_patience)
+    warm = args.warm_patience if args.warm_patience == "auto" else int(args.warm_patience)
+    for direction, warm_tol in itertools.product(args.directions, args.warm_tol):
         search = LambdaOrthAlignerCV(
-            lams, estimator=estimator, cv=folds, direction=direction, warm_n_iter_no_change=warm
+            lams,
+            estimator=estimator,
+            cv=folds,
+            direction=direction,
+            warm_n_iter_no_change=warm,
+            warm_tol=warm_tol,
         )
         clock = time.perf_counter(), time.process_time()
         search.fit(X, Y)
         seconds = (time.perf_counter() - clock[0], time.process_time() - clock[1])
         epochs = search.cv_results_["mean_n_epochs"].sum() * args.folds
-        name = "path-" + direction[:3]
+        name = "path-" + direction[:3] + (f"-t{warm_tol:g}" if warm_tol else "")
         runs[name] = (seconds, search.cv_results_, search.lam_, epochs, search.best_estimator_)
 
     grid_scores = runs["grid"][1]["mean_test_score"]
     (wall0, cpu0), epochs0 = runs["grid"][0], runs["grid"][3]
+    width = max(len(name) for name in runs)
     print(
-        f"{'method':10s} {'wall s':>8s} {'grid/x':>7s} {'cpu s':>8s} {'grid/x':>7s}"
+        f"{'method':{width}s} {'wall s':>8s} {'grid/x':>7s} {'cpu s':>8s} {'grid/x':>7s}"
         f" {'epochs':>7s} {'grid/x':>7s} {'lam':>7s} {'cv score':>9s} {'grid cv score':>13s}"
         f" {'held-out top-1':>14s}"
     )
     for name, ((wall, cpu), results, lam, epochs, best) in runs.items():
         index = lams.index(lam)
         print(
-            f"{name:10s} {wall:8.2f} {wall0 / wall:7.2f} {cpu:8.2f} {cpu0 / cpu:7.2f}"
+            f"{name:{width}s} {wall:8.2f} {wall0 / wall:7.2f} {cpu:8.2f} {cpu0 / cpu:7.2f}"
             f" {int(epochs):7d} {epochs0 / epochs:7.2f} {lam:7.3g}"
             f" {results['mean_test_score'][index]:9.4f} {grid_scores[index]:13.4f}"
             f" {best.score(X_test, Y_test):14.4f}"
         )
     print("(epochs: summed over folds and lams, the refit not included)")
     print("\nper lam: mean CV score (mean epochs per fold)")
-    print(f"{'lam':>7s} " + " ".join(f"{name:>16s}" for name in runs))
+    print(f"{'lam':>7s} " + " ".join(f"{name:>18s}" for name in runs))
     # GridSearchCV fits lam by lam, each over every fold.
     per_fold_grid = np.array(grid_epochs).reshape(len(lams), args.folds).mean(axis=1)
     for i, lam in enumerate(lams):
@@ -194,7 +208,7 @@ def main():
         for name, (_, results, _, _, _) in runs.items():
             n_epochs = per_fold_grid[i] if name == "grid" else results["mean_n_epochs"][i]
             cells.append(f"{results['mean_test_score'][i]:.4f} ({n_epochs:5.1f})")
-        print(f"{lam:7.3g} " + " ".join(f"{cell:>16s}" for cell in cells))
+        print(f"{lam:7.3g} " + " ".join(f"{cell:>18s}" for cell in cells))
 
 
 if __name__ == "__main__":

@@ -86,6 +86,10 @@ class LambdaOrthAlignerCV(BaseAligner):
         ``best_index_`` and ``best_score_`` are set and the object cannot transform.
     verbose : int, default=0
         Print one line per fold and ``lam`` when > 0.
+    warm_tol : float in [0, 1), default=0.0
+        Relative tolerance of the warm-started fits' early stopping: an epoch that improves
+        the monitored loss by less than ``warm_tol`` times its best so far counts as no
+        improvement (on top of the estimator's absolute ``tol``).  See Notes (Speed).
 
     Attributes
     ----------
@@ -220,6 +224,7 @@ class LambdaOrthAlignerCV(BaseAligner):
             Interval(Integral, 1, None, closed="left"),
             StrOptions({"auto"}),
         ],
+        "warm_tol": [Interval(Real, 0, 1, closed="left")],
         "refit": ["boolean"],
         "verbose": ["verbose"],
     }
@@ -235,6 +240,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         warm_n_iter_no_change="auto",
         refit=True,
         verbose=0,
+        warm_tol=0.0,
     ):
         self.lams = lams
         self.estimator = estimator
@@ -244,6 +250,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         self.warm_n_iter_no_change = warm_n_iter_no_change
         self.refit = refit
         self.verbose = verbose
+        self.warm_tol = warm_tol
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, Y=None, labels=None, *, y=None, groups=None):
@@ -293,6 +300,7 @@ class LambdaOrthAlignerCV(BaseAligner):
             estimator=base,
             direction=self.direction,
             warm_n_iter_no_change=self.warm_n_iter_no_change,
+            warm_tol=self.warm_tol,
             error_score=np.nan,
         )
         folds = []

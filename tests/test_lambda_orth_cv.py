@@ -144,9 +144,9 @@ def runs(monkeypatch):
     recorded = []
     original = path_module.train_map
 
-    def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=None):
+    def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=None, **kw):
         fit = original(
-            settings, data, rng, lam=lam, n_iter_no_change=n_iter_no_change, start=start
+            settings, data, rng, lam=lam, n_iter_no_change=n_iter_no_change, start=start, **kw
         )
         unit = (fit.x_scale / fit.y_scale, fit.orthogonality_gap)
         recorded.append((lam, n_iter_no_change, start, fit.start(), unit))

@@ -169,10 +169,11 @@ def prepare_fit_data(settings, X, Y, codes, rng, *, scales=None):
     return FitData(train, valid, float(x_scale), float(y_scale), device)
 
 
-def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=None):
+def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=None, rel_tol=0.0):
     """Train one adapter on prepared ``data``; returns a :class:`FittedMap`.
 
-    ``lam`` and ``n_iter_no_change`` default to the settings' own; ``start`` is a
+    ``lam`` and ``n_iter_no_change`` default to the settings' own; ``rel_tol`` is a
+    relative tolerance of early stopping on top of ``tol`` (see ``TrainConfig``); ``start`` is a
     :class:`StartMap` in user units, None for the settings' ``init``.  Raises
     ``FloatingPointError`` when training diverges.
     """
@@ -218,6 +219,7 @@ def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=Non
         n_iter_no_change=int(patience),
         tol=float(settings.tol),
         verbose=int(settings.verbose),
+        rel_tol=float(rel_tol),
     )
     generator = torch_generator(rng, device)
     with small_problem_threads(is_small_problem(settings, device, d_x, d_y)):
