@@ -189,6 +189,16 @@ class LambdaOrthAlignerCV(BaseAligner):
     way.  Set ``warm_n_iter_no_change`` to the estimator's ``n_iter_no_change`` to give
     the path GridSearchCV's patience, for a smaller speed-up.
 
+    Text pairs.  On a real text pair (WordLlama 256-d -> all-MiniLM-L6-v2 384-d, 4,000
+    rows, 3 folds, grid 0, 1, 2, 4, 8, inf) the fits are short and the path saves little:
+    a cold fit from the Procrustes start is at its best held-out loss after 3-13 epochs
+    (41-50 at ``inf``), so GridSearchCV's fits are mostly patience, and a warm-started fit
+    (9-17 epochs, 36-46 at ``inf``) gains only minibatch noise after its first 1-3
+    epochs: improvements of 1e-4 of the loss, above ``tol``, keep resetting the patience.
+    ``warm_n_iter_no_change=2, warm_tol=3e-3`` ends those fits after 3-6 epochs (14-15 at
+    ``inf``) with the same pick; what is left is bounded by the cold first fit of each
+    fold and the refit, which both keep the estimator's early stopping.
+
     A fit that diverges (a
     ``FloatingPointError`` from the estimator) scores NaN with a ``FitFailedWarning``,
     as in GridSearchCV, and the path goes on from the last good weights.

@@ -123,3 +123,20 @@ def test_bad_input(problem, kwargs, error, match):
     kwargs = {"lams": [0.0], **kwargs}
     with pytest.raises(error, match=match):
         lambda_orth_path(X[:40], Y[:40], **kwargs)
+
+
+def test_warm_tol_shortens_only_the_warm_fits(problem):
+    X, Y = problem
+    lams = [0.0, 0.5, 1.0, 2.0]
+    estimator = small_aligner(max_epochs=40, n_iter_no_change=4)
+    plain = lambda_orth_path(X, Y, lams, estimator=estimator, warm_n_iter_no_change=2)
+    loose = lambda_orth_path(
+        X, Y, lams, estimator=estimator, warm_n_iter_no_change=2, warm_tol=0.5
+    )
+    # The cold first fit is untouched; a warm fit whose loss cannot halve in one epoch
+    # stops after its first epoch plus the patience.
+    np.testing.assert_array_equal(loose.coefs[0], plain.coefs[0])
+    np.testing.assert_array_equal(loose.n_epochs[1:], 3)
+    assert plain.n_epochs[1:].sum() > loose.n_epochs[1:].sum()
+    with pytest.raises(ValueError, match="'warm_tol' parameter"):
+        lambda_orth_path(X, Y, lams, estimator=estimator, warm_tol=1.0)
