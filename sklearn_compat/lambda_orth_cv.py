@@ -8,20 +8,19 @@ all rows with the best ``lam``.
 
 import math
 import time
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy.stats import rankdata
 from sklearn.base import _fit_context
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import check_cv
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import as_numpy_input
 from ._core.base import BaseAligner, pick_target
-from ._lambda.path import aligner_at, check_lams, lambda_orth_path
+from ._lambda.path import PATH_CONSTRAINTS, aligner_at, check_lams, lambda_orth_path
 from .lambda_orth import LambdaOrthAligner
 from .metrics import make_retrieval_scorer
 
@@ -229,12 +228,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         "estimator": [LambdaOrthAligner, None],
         "cv": ["cv_object"],
         "scoring": [None, str, callable],
-        "direction": [StrOptions({"increasing", "decreasing"})],
-        "warm_n_iter_no_change": [
-            Interval(Integral, 1, None, closed="left"),
-            StrOptions({"auto"}),
-        ],
-        "warm_tol": [Interval(Real, 0, 1, closed="left")],
+        **PATH_CONSTRAINTS,
         "refit": ["boolean"],
         "verbose": ["verbose"],
     }

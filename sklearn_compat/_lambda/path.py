@@ -29,6 +29,17 @@ from .training import small_problem_threads
 __all__ = ["lambda_orth_path"]
 
 
+# The walking options, validated the same way here and in LambdaOrthAlignerCV.
+PATH_CONSTRAINTS = {
+    "direction": [StrOptions({"increasing", "decreasing"})],
+    "warm_n_iter_no_change": [
+        Interval(Integral, 1, None, closed="left"),
+        StrOptions({"auto"}),
+    ],
+    "warm_tol": [Interval(Real, 0, 1, closed="left")],
+}
+
+
 def _is_lambda_orth_aligner(estimator):
     from ..lambda_orth import LambdaOrthAligner  # the estimator module imports this one
 
@@ -42,12 +53,7 @@ def _is_lambda_orth_aligner(estimator):
         "lams": ["array-like"],
         "estimator": "no_validation",
         "labels": ["array-like", None],
-        "direction": [StrOptions({"increasing", "decreasing"})],
-        "warm_n_iter_no_change": [
-            Interval(Integral, 1, None, closed="left"),
-            StrOptions({"auto"}),
-        ],
-        "warm_tol": [Interval(Real, 0, 1, closed="left")],
+        **PATH_CONSTRAINTS,
         "secant": ["boolean"],
         "coef_init": [tuple, None],
         "error_score": [StrOptions({"raise"}), Real],
