@@ -23,6 +23,9 @@ for the search, the 1,000 ``test_idx`` rows held out) when present, else a synth
 
     python benchmarks/bench_lambda_path.py --text-pair wn_example_wordllama_minilm \
         --folds 3 --lams 0 1 2 4 8 inf --directions increasing   # WordLlama -> MiniLM
+    python benchmarks/bench_lambda_path.py --text-pair wn_example_wordllama_minilm \\
+        --folds 3 --lams 0 1 2 4 8 inf --directions increasing \\
+        --warm-patience 2 --warm-tol 0 0.003                      # two path settings
     python benchmarks/bench_lambda_path.py                        # MNIST cnn_s0 -> mlp_s0
     python benchmarks/bench_lambda_path.py --pair cnn_s0 cnn_s1
     python benchmarks/bench_lambda_path.py --synthetic --n 20000 --d 128 --device cuda
