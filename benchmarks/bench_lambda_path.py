@@ -21,7 +21,7 @@ MNIST features (``/work/shared/data/mnist5k_features.npz``: the 4,000 ``train_id
 for the search, the 1,000 ``test_idx`` rows held out) when present, else a synthetic pair
 (``--n``, ``--d``).  Rows are L2-normalised.
 
-    python benchmarks/bench_lambda_path.py --text-pair wn_example_wordllama_minilm \
+    python benchmarks/bench_lambda_path.py --text-pair wn_example_wordllama_minilm \\
         --folds 3 --lams 0 1 2 4 8 inf --directions increasing   # WordLlama -> MiniLM
     python benchmarks/bench_lambda_path.py --text-pair wn_example_wordllama_minilm \\
         --folds 3 --lams 0 1 2 4 8 inf --directions increasing \\
