@@ -3,7 +3,9 @@
 ``LambdaOrthAligner`` learns an affine adapter from the new model's space into the old
 one's, kept within a tunable distance ``lam`` of orthogonality.  The regulariser itself,
 :func:`lambda_orth_penalty`, and the adapter module, :class:`AffineAdapter`, are public so
-they can be used on other layers and in skorch nets (see ``sklearn_compat._lambda.skorch_parts``).
+they can be used on other layers; :class:`LambdaOrthMixin`, :class:`LambdaOrthRegressor`,
+:class:`AlignmentLoss` and the :class:`OrthogonalityGap` callback bring the regulariser to your
+own skorch nets.
 """
 
 import math
@@ -15,7 +17,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.base import BaseAligner, apply_affine, pick_target
+from ._core.backend import apply_affine
+from ._core.base import BaseAligner
+from ._core.validation import pick_target
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import (
     StartMap,
@@ -26,10 +30,20 @@ from ._lambda.fitting import (
 )
 from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 from ._lambda.path import lambda_orth_path
+from ._lambda.skorch_parts import (
+    AlignmentLoss,
+    LambdaOrthMixin,
+    LambdaOrthRegressor,
+    OrthogonalityGap,
+)
 
 __all__ = [
     "LambdaOrthAligner",
     "AffineAdapter",
+    "AlignmentLoss",
+    "LambdaOrthMixin",
+    "LambdaOrthRegressor",
+    "OrthogonalityGap",
     "lambda_orth_penalty",
     "orthogonality_gap",
     "contrastive_loss",
@@ -54,7 +68,8 @@ class LambdaOrthAligner(BaseAligner):
     ``lam`` (by up to about 0.5 with the default ``sharpness``) when the data pull ``W``
     away from orthogonality, or stays at the affine fit's own gap when that is smaller.
 
-    Read more in METHODS.md, section 3.
+    The method is Ricci et al.'s [1]_; read more in docs/methods.md, section
+    "lambda-orthogonality".
 
     Parameters
     ----------
@@ -199,6 +214,11 @@ class LambdaOrthAligner(BaseAligner):
     Small CPU problems (``batch_size * d_x * d_y`` up to about a million) train with one
     torch thread, restored afterwards: at that size thread synchronisation costs more
     than it saves, and on a loaded machine it is many times slower.
+
+    References
+    ----------
+    .. [1] Ricci, Biondi, Pernici, Patras, Del Bimbo, "lambda-Orthogonality Regularization
+       for Compatible Representation Learning", NeurIPS 2025, arXiv:2509.16664.
 
     Examples
     --------
@@ -364,16 +384,3 @@ class LambdaOrthAligner(BaseAligner):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
         return tags
-
-
-_SKORCH_PARTS = ("AlignmentLoss", "LambdaOrthMixin", "LambdaOrthRegressor", "OrthogonalityGap")
-
-
-def __getattr__(name):
-    # The skorch parts are imported on first use, so importing the package does not pay
-    # for importing skorch.
-    if name in _SKORCH_PARTS:
-        from ._lambda import skorch_parts as _skorch
-
-        return getattr(_skorch, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

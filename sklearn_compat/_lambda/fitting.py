@@ -18,10 +18,9 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 import torch
-from sklearn.utils import column_or_1d
 
-from .._core.backend import as_numpy_input, no_tf32, resolve_device, to_torch, torch_generator
-from .._core.ranking import encode_labels
+from .._core.backend import no_tf32, resolve_device, to_torch, torch_generator
+from .._core.validation import check_row_labels
 from ..procrustes import procrustes_from_cross
 from .adapter import AffineAdapter
 from .losses import orthogonality_gap
@@ -105,23 +104,7 @@ def is_small_problem(settings, device, d_x, d_y):
 
 def encode_fit_labels(labels, n):
     """Integer codes of ``labels`` (one per row of X), or None; one-line errors."""
-    if labels is None:
-        return None
-    # Tensors on any device, lists, Series; a column vector is accepted (with
-    # scikit-learn's warning), anything else must be 1-d.
-    labels = np.asarray(as_numpy_input(labels))
-    if labels.ndim == 2 and labels.shape[1] == 1:
-        labels = column_or_1d(labels, warn=True)
-    if labels.ndim != 1:
-        raise ValueError(f"labels must be 1-d, one class label per row; got shape {labels.shape}.")
-    if labels.shape[0] != n:
-        raise ValueError(
-            f"labels has {labels.shape[0]} entries, but X has {n} rows; pass one class label "
-            "per row."
-        )
-    # The metrics' encoding: NaN is refused (it is not a class), as in cmc/mAP.
-    (codes,) = encode_labels(labels, names=["labels"])
-    return codes
+    return None if labels is None else check_row_labels(labels, n)
 
 
 def prepare_fit_data(settings, X, Y, codes, rng, *, scales=None):
