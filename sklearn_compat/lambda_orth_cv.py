@@ -197,8 +197,10 @@ class LambdaOrthAlignerCV(BaseAligner):
     (9-17 epochs, 36-46 at ``inf``) gains only minibatch noise after its first 1-3
     epochs: improvements of 1e-4 of the loss, above ``tol``, keep resetting the patience.
     ``warm_n_iter_no_change=2, warm_tol=3e-3`` ends those fits after 3-6 epochs (14-15 at
-    ``inf``) with the same pick; what is left is bounded by the cold first fit of each
-    fold and the refit, which both keep the estimator's early stopping.
+    ``inf``) with the same pick: 2.2 times faster than GridSearchCV there in CPU time (2.5
+    times fewer epochs), against 1.15 times with the defaults.  What is left is bounded
+    by the cold first fit of each fold and the refit, which both keep the estimator's
+    early stopping: about 2.4 times at best on that pair.
 
     A fit that diverges (a
     ``FloatingPointError`` from the estimator) scores NaN with a ``FitFailedWarning``,
