@@ -114,7 +114,10 @@ def lambda_orth_path(
         improves on the best by less than ``warm_tol`` times the best (or less than the
         estimator's ``tol``) counts as no improvement.  A warm fit starts next to its
         optimum and mostly gains minibatch noise after a few epochs; on a real text pair
-        (256-d -> 384-d) ``3e-3`` ended those fits after 3-6 epochs instead of 9-17.
+        (256-d -> 384-d) ``3e-3`` ended those fits after 3-6 epochs instead of 9-17.  Where
+        the fits travel far (cold fits of a hundred epochs and more), a warm fit stopped
+        that early stays short of its ``lam`` and the larger values then reuse it: keep 0
+        there.
     secant : bool, default=True
         Walking upwards, start each fit (from the third on) at the secant prediction
         through the last two fits, ``W_k + beta (W_k - W_{k-1})`` with ``beta`` the ratio
