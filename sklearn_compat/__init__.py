@@ -11,7 +11,7 @@ belongs to an unrelated project with the same import name (see README.md).
 from . import metrics
 from ._clash import warn_if_clashing_distribution
 from .affine import AffineAligner
-from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
+from .lambda_orth import LambdaOrthAligner, lambda_orth_path, lambda_orth_penalty
 from .lambda_orth_cv import LambdaOrthAlignerCV
 from .neighbors import AlignedNeighbors
 from .procrustes import OrthogonalProcrustesAligner
@@ -29,6 +29,7 @@ __all__ = [
     "__version__",
     "lambda_orth_penalty",
     "metrics",
+    "lambda_orth_path",
 ]
 
 warn_if_clashing_distribution()
