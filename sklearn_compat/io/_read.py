@@ -19,12 +19,15 @@ naming the file, the row (the line for CSV) and the column.
 Files holding Python objects (pickles) are refused: loading them could run code.
 """
 
+import glob
+import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from ._common import ColumnSpec, InputError, table_format
+from ._common import ColumnSpec, InputError, csv_compression, is_pattern, table_format
 
 __all__ = ["Batch", "open_table", "read_table"]
 
@@ -436,28 +439,85 @@ class _CsvReader(TableReader):
 
 
 # ====================================================================== Parquet
+# Read buffer per column chunk.  pyarrow keeps one per column being read, so a
+# one-column-per-dimension table of 768 columns holds 768 of them: 64 KiB keeps that at
+# 48 MiB where 1 MiB cost 768 MiB.
+_PARQUET_BUFFER = 64 << 10
+# A row group whose embedding columns carry dictionary pages larger than this in all is
+# staged (see _stage_row_group): reading it directly holds every column's dictionary,
+# decompressed and decoded (about 3x its size), for the whole row group.
+_DICTIONARY_BUDGET = 32 << 20
+# Bytes of embedding values read per pass when a row group is staged.
+_STAGE_BYTES = 32 << 20
+_INDEX_NAME = re.compile(r"__index_level_\d+__")
+
+
+def _parquet_sources(path):
+    """The Parquet files a path names: itself, the files a pattern matches, or a directory."""
+    if is_pattern(path):
+        files = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+        if not files:
+            raise InputError("no files match this pattern", path=path)
+        return files
+    return path
+
+
+def _index_columns(schema):
+    """Columns that hold a pandas index (``df.to_parquet`` keeps a non-default index as
+    ``__index_level_0__`` or under its name): they are never embedding dimensions."""
+    names = set()
+    try:
+        meta = schema.pandas_metadata or {}
+    except Exception:  # noqa: BLE001 - unreadable pandas metadata: fall back to names
+        meta = {}
+    for entry in meta.get("index_columns", []):
+        if isinstance(entry, str):  # a RangeIndex is stored as a dict, with no column
+            names.add(entry)
+    names.update(n for n in schema.names if _INDEX_NAME.fullmatch(n))
+    return names
+
+
 class _ParquetReader(TableReader):
-    """Parquet through pyarrow, batch by batch, without pre-buffering whole row groups."""
+    """Parquet through pyarrow, batch by batch, without pre-buffering whole row groups.
+
+    One file is read with :class:`pyarrow.parquet.ParquetFile`; a directory of part files
+    (hive-partitioned or not) or a glob pattern is one table read through
+    :mod:`pyarrow.dataset`, part after part, in the order of the file names.  Columns that
+    hold a pandas index and hive partition keys are never embedding columns.
+    """
 
     format = "parquet"
 
     def __init__(self, path, spec, dtype, extra_columns):
         super().__init__(path, spec, dtype, extra_columns)
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         self._pa = pa
+        self._file = self._dataset = None
+        partition_keys = set()
+        source = _parquet_sources(path)
         try:
-            # pre_buffer=False with a read buffer streams column chunks page by page, so
-            # a file written as one huge row group still reads in bounded memory.
-            self._file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+            if isinstance(source, list) or os.path.isdir(source):
+                self._dataset = self._open_dataset(source)
+                schema = self._dataset.schema
+                part = getattr(self._dataset, "partitioning", None)
+                if part is not None and part.schema is not None:
+                    partition_keys = set(part.schema.names)
+            else:
+                import pyarrow.parquet as pq
+
+                # pre_buffer=False with a small read buffer streams column chunks page by
+                # page instead of loading whole row groups.
+                self._file = pq.ParquetFile(
+                    source, pre_buffer=False, buffer_size=_PARQUET_BUFFER
+                )
+                schema = self._file.schema_arrow
         except FileNotFoundError:
             raise InputError("no such file", path=path) from None
-        except IsADirectoryError:
-            raise InputError("is a directory, not a table", path=path) from None
         except (pa.ArrowException, OSError) as exc:
-            raise InputError(f"not a readable Parquet file: {exc}", path=path) from None
-        schema = self._file.schema_arrow
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            what = "file" if self._dataset is None and not isinstance(source, list) else "dataset"
+            raise InputError(f"not a readable Parquet {what}: {msg}", path=path) from None
         columns = self.columns = list(schema.names)
         if spec.id_column is not None and spec.id_column not in columns:
             raise _missing_id_column(spec, columns, path)
@@ -479,7 +539,9 @@ class _ParquetReader(TableReader):
             )
             and is_number(f.type.value_type)
         ]
-        spec = spec.excluding(extra_columns)
+        metadata = sorted((_index_columns(schema) | partition_keys) - {spec.id_column})
+        self.metadata_columns = metadata
+        spec = spec.excluding(tuple(extra_columns) + tuple(metadata))
         self.form, chosen = spec.select(numeric, list_like, path, columns)
         if self.form == "list":
             self.list_column = chosen
@@ -493,27 +555,83 @@ class _ParquetReader(TableReader):
             self.width = len(chosen)
             kinds = {schema.field(c).type.to_pandas_dtype() for c in chosen}
             self._file_dtype = np.float32 if kinds <= {np.float32, np.float16} else np.float64
-        self.n_rows = self._file.metadata.num_rows
+        if self._file is not None:
+            self.n_rows = self._file.metadata.num_rows
+        else:
+            self.n_rows = self._dataset.count_rows()
+
+    def _open_dataset(self, source):
+        import pyarrow.dataset as ds
+
+        options = ds.ParquetFragmentScanOptions(
+            pre_buffer=False, use_buffered_stream=True, buffer_size=_PARQUET_BUFFER
+        )
+        fmt = ds.ParquetFileFormat(default_fragment_scan_options=options)
+        # Hidden and underscore files (_SUCCESS, _metadata, .crc) are skipped by default.
+        dataset = ds.dataset(source, format=fmt, partitioning="hive")
+        if not dataset.files:
+            raise InputError("no Parquet files in this directory", path=self.path)
+        return dataset
+
+    def _columns_to_read(self):
+        cols = [] if self.id_column is None else [self.id_column]
+        cols += list(self.vector_columns or [self.list_column])
+        return cols + [c for c in self.extra_columns if c not in cols]
 
     def _batches(self, batch_size):
         pa = self._pa
-        cols = [] if self.id_column is None else [self.id_column]
-        cols += list(self.vector_columns or [self.list_column])
-        cols += [c for c in self.extra_columns if c not in cols]
+        cols = self._columns_to_read()
         start = 0
         try:
-            for rb in self._file.iter_batches(
-                batch_size=batch_size, columns=cols, use_threads=True
-            ):
-                yield self._to_batch(rb, start)
-                start += rb.num_rows
+            for rb, X in self._record_batches(cols, batch_size):
+                batch = self._to_batch(rb, start, X)
+                start += len(batch)
+                del rb, X  # do not keep the Arrow copy alive while the batch is used
+                yield batch
         except pa.ArrowException as exc:
             raise InputError(
                 f"cannot read rows after row {start}: {exc}", path=self.path
             ) from None
 
-    def _to_batch(self, rb, start):
-        n = rb.num_rows
+    def _record_batches(self, cols, batch_size):
+        if self._dataset is not None:
+            # One batch read ahead, one part file at a time: pyarrow's defaults (16 and 4)
+            # hold dozens of batches.
+            for rb in self._dataset.to_batches(
+                columns=cols,
+                batch_size=batch_size,
+                batch_readahead=1,
+                fragment_readahead=1,
+                use_threads=True,
+            ):
+                yield rb, None
+            return
+        meta = self._file.metadata
+        for group in range(meta.num_row_groups):
+            if self._should_stage(meta.row_group(group)):
+                    yield from _stage_row_group(self._file, group, cols, self, batch_size)
+            else:
+                for rb in self._file.iter_batches(
+                    batch_size=batch_size, row_groups=[group], columns=cols, use_threads=True
+                ):
+                    yield rb, None
+
+    def _should_stage(self, group):
+        """Whether this row group's dictionaries would cost more than the budget."""
+        if self.form != "columns":
+            return False
+        wanted = set(self.vector_columns)
+        total = 0
+        for j in range(group.num_columns):
+            chunk = group.column(j)
+            if chunk.path_in_schema in wanted and chunk.has_dictionary_page:
+                total += chunk.data_page_offset - (chunk.dictionary_page_offset or 0)
+        return total > _DICTIONARY_BUDGET
+
+    def _to_batch(self, rb, start, X=None):
+        """A :class:`Batch` from a record batch (the embedding already in ``X`` when the
+        row group was staged; ``rb`` then holds the other columns, or is None)."""
+        n = rb.num_rows if X is None else X.shape[0]
         ids = None
         if self.id_column is not None:
             ids = rb.column(self.id_column).to_numpy(zero_copy_only=False)
@@ -523,7 +641,9 @@ class _ParquetReader(TableReader):
         dtype = self.dtype or (
             np.float32 if self._file_dtype in (np.float32, np.float16) else np.float64
         )
-        if self.form == "columns":
+        if X is not None:
+            pass
+        elif self.form == "columns":
             X = np.empty((n, len(self.vector_columns)), dtype=dtype)
             for j, name in enumerate(self.vector_columns):
                 X[:, j] = rb.column(name).to_numpy(zero_copy_only=False)
@@ -560,11 +680,61 @@ class _ParquetReader(TableReader):
     def id_dtype(self):
         if self.id_column is None:
             return np.dtype(np.int64)
-        table = self._file.read(columns=[self.id_column])
+        if self._dataset is not None:
+            table = self._dataset.to_table(columns=[self.id_column])
+        else:
+            table = self._file.read(columns=[self.id_column])
         ids = table.column(0).to_numpy()
         if ids.dtype.kind in "iu":
             return ids.dtype
         return np.asarray(ids.astype(str)).dtype if len(ids) else np.dtype("U1")
+
+
+def _stage_row_group(parquet_file, group, cols, reader, batch_size):
+    """Yield a large dictionary-encoded row group as record batches in bounded memory.
+
+    Reading all columns of such a row group at once holds every column's dictionary
+    (pandas and pyarrow write float columns dictionary-encoded, one row group per 1M
+    rows).  Instead, the embedding columns are read a few at a time over the whole row
+    group and written, block after block, to an anonymous temporary file (under
+    ``TMPDIR``); the row batches are then read back from it.  Memory: about
+    ``_STAGE_BYTES`` plus one batch; disk: the row group's embedding values.
+    """
+    import tempfile
+
+    vectors = reader.vector_columns
+    others = [c for c in cols if c not in vectors]
+    n = parquet_file.metadata.row_group(group).num_rows
+    itemsize = np.dtype(
+        reader.dtype or (np.float32 if reader._file_dtype == np.float32 else np.float64)
+    ).itemsize
+    per_pass = max(1, min(len(vectors), _STAGE_BYTES // max(1, n * itemsize)))
+    dtype = np.float32 if itemsize == 4 else np.float64
+    blocks = []  # (first column, number of columns, offset in the file)
+    with tempfile.TemporaryFile(prefix="sklearn-compat-stage-") as tmp:
+        offset = 0
+        for first in range(0, len(vectors), per_pass):
+            names = vectors[first : first + per_pass]
+            table = parquet_file.read_row_group(group, columns=names, use_threads=True)
+            block = np.empty((n, len(names)), dtype=dtype)
+            for j, name in enumerate(names):
+                block[:, j] = table.column(name).to_numpy()
+            del table
+            tmp.write(block.data)
+            blocks.append((first, len(names), offset))
+            offset += block.nbytes
+            del block
+        tmp.flush()
+        rest = parquet_file.read_row_group(group, columns=others) if others else None
+        fd = tmp.fileno()
+        for start in range(0, n, batch_size):
+            rows = min(batch_size, n - start)
+            X = np.empty((rows, len(vectors)), dtype=dtype)
+            for first, width, where in blocks:
+                raw = os.pread(fd, rows * width * itemsize, where + start * width * itemsize)
+                X[:, first : first + width] = np.frombuffer(raw, dtype=dtype).reshape(rows, -1)
+                del raw
+            yield (None if rest is None else rest.slice(start, rows)), X
 
 
 # ====================================================================== .npy
