@@ -22,6 +22,7 @@ Files holding Python objects (pickles) are refused: loading them could run code.
 import glob
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -267,6 +268,71 @@ def _mostly_numbers(values):
     return bool(parsed.sum() * 2 > len(present))
 
 
+def _decimal_commas(sample):
+    """Whether a semicolon- or tab-separated sample writes numbers with a decimal comma."""
+    texts = [
+        sample[c].dropna().astype(str)
+        for c in sample.columns
+        if sample[c].dtype == object or pd.api.types.is_string_dtype(sample[c])
+    ]
+    texts = [t for t in texts if len(t)]
+    if not texts:
+        return False
+    number = r"\s*[-+]?\d*,\d+(?:[eE][-+]?\d+)?\s*"
+    return sum(bool(t.str.fullmatch(number).all()) for t in texts) * 2 > len(texts)
+
+
+class _Decompressed:
+    """A pyarrow decompressing stream whose read errors name the file (for pandas)."""
+
+    def __init__(self, stream, path):
+        self._stream = stream
+        self._path = path
+
+    def read(self, size=-1):
+        try:
+            return self._stream.read(None if size is None or size < 0 else size)
+        except Exception as exc:  # noqa: BLE001 - any codec failure is a damaged file
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"cannot decompress: {msg}", path=self._path) from None
+
+    def close(self):
+        self._stream.close()
+
+    def __iter__(self):  # pandas checks for it to accept the object as a file
+        return iter(self.read().splitlines(keepends=True))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class _Chunks:
+    """pandas' chunked CSV reader that also closes the decompressing stream under it."""
+
+    def __init__(self, reader, stream):
+        self._reader = reader
+        self._stream = stream
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._reader)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._reader.close()
+        if self._stream is not None:
+            self._stream.close()
+        return False
+
+
 def _check_numeric(chosen, numeric, type_of, path):
     for name in chosen:
         if name not in numeric:
@@ -281,14 +347,31 @@ def _check_extra(extra_columns, columns, path):
 
 # ====================================================================== CSV
 class _CsvReader(TableReader):
-    """CSV through pandas.  Ids are read as text, exactly as written in the file."""
+    """CSV through pandas.  Ids are read as text, exactly as written in the file.
+
+    ``.csv.gz``, ``.csv.bz2`` and ``.csv.zst`` are decompressed on the fly by pyarrow.
+    The separator is taken from the header line: a comma, or a semicolon or tab when the
+    header has no comma (spreadsheet exports in many locales), and then a decimal comma
+    (``0,5``) is recognised too.
+    """
 
     format = "csv"
 
     def __init__(self, path, spec, dtype, extra_columns):
         super().__init__(path, spec, dtype, extra_columns)
+        self._codec = csv_compression(path)
+        self._sep, self._decimal = self._sniff_separator(), "."
         sample = self._read(nrows=_CSV_SNIFF_ROWS)
+        if self._sep != "," and _decimal_commas(sample):
+            self._decimal = ","
+            sample = self._read(nrows=_CSV_SNIFF_ROWS)
         columns = self.columns = [str(c) for c in sample.columns]
+        if sample.empty:
+            shown = ", ".join(map(repr, columns[:5])) + (", ..." if len(columns) > 5 else "")
+            raise InputError(
+                f"has a header ({len(columns)} columns: {shown}) but no data rows",
+                path=path,
+            )
         if spec.id_column is not None and spec.id_column not in columns:
             raise _missing_id_column(spec, columns, path)
         _check_extra(extra_columns, columns, path)
@@ -321,18 +404,74 @@ class _CsvReader(TableReader):
         # Line numbers assume one line per row (no quoted newlines), as exports have.
         return f"line {row + 2}"
 
-    def _read(self, **kwargs):
+    def _open(self):
+        """A binary stream of the file's (decompressed) text, or None for a plain file."""
+        if self._codec is None:
+            return None
+        import pyarrow as pa
+
+        if not pa.Codec.is_available(self._codec):
+            raise InputError(
+                f"this pyarrow build cannot read {self._codec}; decompress the file first",
+                path=self.path,
+            )
         try:
-            return pd.read_csv(self.path, **kwargs)
+            raw = pa.OSFile(self.path, "rb")
+        except IsADirectoryError:
+            raise InputError("is a directory, not a table", path=self.path) from None
+        return _Decompressed(pa.CompressedInputStream(raw, self._codec), self.path)
+
+    def _sniff_separator(self):
+        try:
+            stream = self._open()
+            if stream is None:
+                with open(self.path, "rb") as f:
+                    head = f.read(1 << 16)
+            else:
+                with stream:
+                    head = stream.read(1 << 16)
         except FileNotFoundError:
             raise InputError("no such file", path=self.path) from None
         except IsADirectoryError:
             raise InputError("is a directory, not a table", path=self.path) from None
-        except pd.errors.EmptyDataError:
-            raise InputError("empty file (no header row)", path=self.path) from None
-        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        header = head.split(b"\n", 1)[0]
+        if b"," in header:
+            return ","
+        counts = {";": header.count(b";"), "\t": header.count(b"\t")}
+        best = max(counts, key=counts.get)
+        return best if counts[best] else ","
+
+    def _read(self, **kwargs):
+        stream = self._open()
+        try:
+            result = pd.read_csv(
+                self.path if stream is None else stream,
+                sep=self._sep,
+                decimal=self._decimal,
+                **kwargs,
+            )
+        except BaseException:
+            if stream is not None:
+                stream.close()
+            raise self._explain(*sys.exc_info()[:2]) from None
+        if "chunksize" in kwargs:
+            return _Chunks(result, stream)
+        if stream is not None:
+            stream.close()
+        return result
+
+    def _explain(self, kind, exc):
+        """The InputError for a pandas read failure (other exceptions pass unchanged)."""
+        if issubclass(kind, FileNotFoundError):
+            return InputError("no such file", path=self.path)
+        if issubclass(kind, IsADirectoryError):
+            return InputError("is a directory, not a table", path=self.path)
+        if issubclass(kind, pd.errors.EmptyDataError):
+            return InputError("empty file (no header row)", path=self.path)
+        if issubclass(kind, (pd.errors.ParserError, UnicodeDecodeError)):
             msg = str(exc).strip().splitlines()[-1]
-            raise InputError(f"not a readable CSV table: {msg}", path=self.path) from None
+            return InputError(f"not a readable CSV table: {msg}", path=self.path)
+        return exc
 
     def _usecols(self):
         cols = [] if self.id_column is None else [self.id_column]
@@ -355,6 +494,8 @@ class _CsvReader(TableReader):
                     chunk = next(reader)
                 except StopIteration:
                     return
+                except InputError:
+                    raise
                 except ValueError:
                     self._find_bad_number(batch_size)
                     raise
@@ -516,7 +657,8 @@ class _ParquetReader(TableReader):
             raise InputError("no such file", path=path) from None
         except (pa.ArrowException, OSError) as exc:
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            what = "file" if self._dataset is None and not isinstance(source, list) else "dataset"
+            many = isinstance(source, list) or os.path.isdir(source)
+            what = "dataset" if many else "file"
             raise InputError(f"not a readable Parquet {what}: {msg}", path=path) from None
         columns = self.columns = list(schema.names)
         if spec.id_column is not None and spec.id_column not in columns:

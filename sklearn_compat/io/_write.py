@@ -7,15 +7,16 @@ temporary file is removed and the destination is untouched.  An existing destina
 refused unless ``force=True``.
 """
 
+import csv
+import io
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from ._common import InputError, table_format
+from ._common import InputError, csv_compression, is_pattern, table_format
 
 __all__ = ["AtomicOutput", "OutputLayout", "TableWriter", "write_table"]
 
@@ -188,6 +189,8 @@ class TableWriter:
     """
 
     def __init__(self, path, layout, *, force=False, inputs=()):
+        if is_pattern(path):
+            raise InputError("an output must be one file name, not a pattern", path=path)
         self.format = table_format(path)
         if layout.form == "array" and self.format != "npy":
             layout = OutputLayout(
@@ -199,9 +202,11 @@ class TableWriter:
         self.path = str(path)
         self._out = AtomicOutput(path, force=force, inputs=inputs)
         self.n_rows = 0
-        self._impl = {"csv": _CsvSink, "parquet": _ParquetSink, "npy": _NpySink}[self.format](
-            self._out.tmp, layout
-        )
+        if self.format == "csv":
+            self._impl = _CsvSink(self._out.tmp, layout, csv_compression(path))
+        else:
+            sink = {"parquet": _ParquetSink, "npy": _NpySink}[self.format]
+            self._impl = sink(self._out.tmp, layout)
 
     def write(self, ids, Z):
         """Append rows: ``ids`` (n,) or None, ``Z`` (n, width)."""
@@ -284,34 +289,64 @@ def write_table(path, ids, Z, layout, *, force=False, inputs=()):
 
 
 class _CsvSink:
-    def __init__(self, tmp, layout):
+    """CSV through pyarrow's writer, optionally compressed (``.csv.gz``, ``.bz2``, ``.zst``).
+
+    Floats are written as the shortest text that reads back to the same float32 or
+    float64 value; pyarrow formats them in C++ in slices of rows, so memory stays bounded
+    by the batch.  The header is written here (plain names, quoted only when needed);
+    text ids are quoted.
+    """
+
+    def __init__(self, tmp, layout, codec=None):
+        import pyarrow as pa
+
         self.layout = layout
-        self.f = open(tmp, "w", newline="", encoding="utf-8")  # noqa: SIM115
-        self.first = True
+        self.raw = pa.OSFile(str(tmp), "wb")
+        self.stream = pa.CompressedOutputStream(self.raw, codec) if codec else self.raw
+        self.columns = ([] if layout.id_column is None else [layout.id_column]) + (
+            list(layout.vector_columns) if layout.form == "columns" else [layout.list_column]
+        )
+        header = io.StringIO()
+        csv.writer(header, lineterminator="\n").writerow(self.columns)
+        self.stream.write(header.getvalue().encode("utf-8"))
+        self.writer = None
+
+    def _arrays(self, ids, Z):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        lay = self.layout
+        arrays = []
+        if lay.id_column is not None:
+            ids = np.asarray(ids)
+            arrays.append(pa.array(ids.astype(str) if ids.dtype.kind == "S" else ids))
+        if lay.form == "columns":
+            # Contiguous columns of Z.T become Arrow arrays without another copy.
+            arrays += [pa.array(col) for col in np.ascontiguousarray(Z.T)]
+        else:
+            text = pc.cast(pa.array(np.ascontiguousarray(Z).reshape(-1)), pa.string())
+            offsets = pa.array(np.arange(0, Z.size + 1, max(1, Z.shape[1]), dtype=np.int32))
+            lists = pa.ListArray.from_arrays(offsets, text)
+            joined = pc.binary_join(lists, ", ")
+            arrays.append(pc.binary_join_element_wise("[", joined, "]", ""))
+        return arrays
 
     def write(self, ids, Z):
-        lay = self.layout
-        if lay.form == "columns":
-            df = pd.DataFrame(Z, columns=lay.vector_columns, copy=False)
-        else:
-            text = Z.astype(str)  # shortest text that reads back to the same value
-            df = pd.DataFrame({lay.list_column: ["[" + ", ".join(r) + "]" for r in text]})
-        if lay.id_column is not None:
-            df.insert(0, lay.id_column, np.asarray(ids))
-        # float_format=None lets pandas write the shortest round-tripping text.
-        df.to_csv(self.f, header=self.first, index=False, lineterminator="\n")
-        self.first = False
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        batch = pa.RecordBatch.from_arrays(self._arrays(ids, Z), names=self.columns)
+        if self.writer is None:
+            options = pacsv.WriteOptions(include_header=False)
+            self.writer = pacsv.CSVWriter(self.stream, batch.schema, write_options=options)
+        self.writer.write_batch(batch)
 
     def close(self):
-        if self.first:
-            cols = ([] if self.layout.id_column is None else [self.layout.id_column]) + (
-                self.layout.vector_columns
-                if self.layout.form == "columns"
-                else [self.layout.list_column]
-            )
-            pd.DataFrame(columns=cols).to_csv(self.f, index=False)
-            self.first = False
-        self.f.close()
+        if self.writer is not None:
+            self.writer.close()
+        self.stream.close()
+        if self.raw is not self.stream:
+            self.raw.close()
 
 
 class _ParquetSink:
