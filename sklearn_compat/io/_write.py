@@ -293,8 +293,8 @@ class _CsvSink:
 
     Floats are written as the shortest text that reads back to the same float32 or
     float64 value; pyarrow formats them in C++ in slices of rows, so memory stays bounded
-    by the batch.  The header is written here (plain names, quoted only when needed);
-    text ids are quoted.
+    by the batch.  Names and ids are quoted only when they need it (a comma, quote or
+    line break), as pandas writes them; the list form's ``"[x, y, ...]"`` always needs it.
     """
 
     def __init__(self, tmp, layout, codec=None):
@@ -309,7 +309,6 @@ class _CsvSink:
         header = io.StringIO()
         csv.writer(header, lineterminator="\n").writerow(self.columns)
         self.stream.write(header.getvalue().encode("utf-8"))
-        self.writer = None
 
     def _arrays(self, ids, Z):
         import pyarrow as pa
@@ -335,18 +334,32 @@ class _CsvSink:
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
-        batch = pa.RecordBatch.from_arrays(self._arrays(ids, Z), names=self.columns)
-        if self.writer is None:
-            options = pacsv.WriteOptions(include_header=False)
-            self.writer = pacsv.CSVWriter(self.stream, batch.schema, write_options=options)
-        self.writer.write_batch(batch)
+        arrays = self._arrays(ids, Z)
+        batch = pa.RecordBatch.from_arrays(arrays, names=self.columns)
+        # pyarrow's "needed" quotes every text value; "none" quotes nothing and refuses
+        # values that need quotes, so it is used when no text value needs them.
+        plain = self.layout.form == "columns" and not any(
+            _needs_quotes(a) for a in arrays[: 1 if self.layout.id_column else 0]
+        )
+        options = pacsv.WriteOptions(
+            include_header=False, quoting_style="none" if plain else "needed"
+        )
+        pacsv.write_csv(batch, self.stream, write_options=options)
 
     def close(self):
-        if self.writer is not None:
-            self.writer.close()
         self.stream.close()
         if self.raw is not self.stream:
             self.raw.close()
+
+
+def _needs_quotes(array):
+    """Whether a text column holds a value that CSV must quote."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        return False
+    return bool(pc.any(pc.match_substring_regex(array, '[,"\\r\\n]')).as_py())
 
 
 class _ParquetSink:
