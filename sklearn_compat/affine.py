@@ -8,7 +8,7 @@ import torch
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.base import apply_affine
+from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 
 __all__ = ["AffineAligner", "least_squares_from_gram"]

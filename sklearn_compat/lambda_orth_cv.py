@@ -24,7 +24,8 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import as_numpy_input, resolve_device
-from ._core.base import BaseAligner, pick_target
+from ._core.base import BaseAligner
+from ._core.validation import pick_target
 from ._lambda.training import small_problem_threads
 from .lambda_orth import LambdaOrthAligner, _StartMap, orthogonality_gap
 from .metrics import make_retrieval_scorer

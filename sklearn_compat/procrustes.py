@@ -5,7 +5,7 @@ import scipy.linalg
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.base import apply_affine
+from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]

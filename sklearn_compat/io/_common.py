@@ -55,6 +55,10 @@ class InputError(ValueError):
         self.path = path
 
 
+# Tracebacks and reprs name the public class, where users import it from.
+InputError.__module__ = "sklearn_compat.io"
+
+
 def is_pattern(path):
     """Whether ``path`` is a glob pattern (``exports/part-*.parquet``), not one name."""
     return glob.has_magic(str(path))

@@ -11,8 +11,7 @@ import torch
 from sklearn.utils import Bunch, check_random_state
 
 from .._core.backend import no_tf32, resolve_device, to_torch
-from .._core.ranking import check_embeddings
-from ._retrieval import check_positive_int, check_same_rows
+from .._core.validation import check_embeddings, check_positive_int, check_same_rows
 
 __all__ = ["alignability"]
 

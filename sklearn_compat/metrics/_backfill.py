@@ -17,14 +17,18 @@ from .._core.backend import resolve_device
 from .._core.ranking import (
     AP_BYTES_PER_ENTRY,
     average_precision_rows,
-    check_embeddings,
-    encode_labels,
     first_positive_ranks,
     mask_self,
     normalized_tensors,
     similarity_blocks,
 )
-from ._retrieval import check_positive_int, check_same_width, query_weights
+from .._core.validation import (
+    check_embeddings,
+    check_positive_int,
+    check_same_width,
+    encode_labels,
+    query_weights,
+)
 
 __all__ = ["backfilling_auc", "backfilling_curve", "backfilling_order"]
 
