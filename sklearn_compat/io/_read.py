@@ -589,7 +589,9 @@ _PARQUET_BUFFER = 64 << 10
 # decompressed and decoded (about 3x its size), for the whole row group.
 _DICTIONARY_BUDGET = 32 << 20
 # Bytes of embedding values read per pass when a row group is staged.
-_STAGE_BYTES = 32 << 20
+_STAGE_BYTES = 16 << 20
+# Rows per step when reading a list column (see _ParquetReader._batches).
+_LIST_READ_ROWS = 4096
 _INDEX_NAME = re.compile(r"__index_level_\d+__")
 
 
@@ -723,13 +725,28 @@ class _ParquetReader(TableReader):
     def _batches(self, batch_size):
         pa = self._pa
         cols = self._columns_to_read()
+        # pyarrow's reader of list columns holds several times its batch while decoding
+        # (levels, values, builders), so list columns are read in small steps and
+        # gathered into the batch.
+        step = batch_size if self.form == "columns" else min(batch_size, _LIST_READ_ROWS)
         start = 0
+        gather = _Gather(batch_size)
         try:
-            for rb, X in self._record_batches(cols, batch_size):
-                batch = self._to_batch(rb, start, X)
-                start += len(batch)
+            for rb, X in self._record_batches(cols, step):
+                part = self._to_batch(rb, start + gather.rows, X)
                 del rb, X  # do not keep the Arrow copy alive while the batch is used
-                yield batch
+                if step == batch_size:
+                    start += len(part)
+                    yield part
+                    continue
+                if gather.rows + len(part) > batch_size:
+                    batch = gather.take()
+                    start += len(batch)
+                    yield batch
+                    part.start = start
+                gather.add(part)
+            if gather.rows:
+                yield gather.take()
         except pa.ArrowException as exc:
             raise InputError(
                 f"cannot read rows after row {start}: {exc}", path=self.path
@@ -830,6 +847,34 @@ class _ParquetReader(TableReader):
         if ids.dtype.kind in "iu":
             return ids.dtype
         return np.asarray(ids.astype(str)).dtype if len(ids) else np.dtype("U1")
+
+
+class _Gather:
+    """Collects small batches into one of at most ``size`` rows, copying each embedding
+    into one preallocated array as it arrives (no second copy of the whole batch)."""
+
+    def __init__(self, size):
+        self.size = size
+        self.parts = []
+        self.rows = 0
+        self.X = None
+
+    def add(self, part):
+        if self.X is None:
+            self.X = np.empty((self.size, part.X.shape[1]), dtype=part.X.dtype)
+        self.X[self.rows : self.rows + len(part)] = part.X
+        self.rows += len(part)
+        part.X = None
+        self.parts.append(part)
+
+    def take(self):
+        parts, n = self.parts, self.rows
+        first = parts[0]
+        ids = None if first.ids is None else np.concatenate([p.ids for p in parts])
+        extra = {k: np.concatenate([p.extra[k] for p in parts]) for k in first.extra}
+        X = self.X[:n] if n < self.size else self.X
+        self.parts, self.rows, self.X = [], 0, None
+        return Batch(first.start, ids, X, extra)
 
 
 def _stage_row_group(parquet_file, group, cols, reader, batch_size):
