@@ -643,9 +643,10 @@ class _ParquetReader(TableReader):
             if isinstance(source, list) or os.path.isdir(source):
                 self._dataset = self._open_dataset(source)
                 schema = self._dataset.schema
-                part = getattr(self._dataset, "partitioning", None)
-                if part is not None and part.schema is not None:
-                    partition_keys = set(part.schema.names)
+                # Hive partition keys (``shard=3/``) are columns of the dataset that
+                # no part file holds.
+                first = next(iter(self._dataset.get_fragments()))
+                partition_keys = set(schema.names) - set(first.physical_schema.names)
             else:
                 import pyarrow.parquet as pq
 
