@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -105,8 +104,7 @@ def timed(args, env):
     proc = subprocess.run(
         [sys.executable, "-c", PEAK, *map(str, args)],
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         check=False,
     )

@@ -652,9 +652,7 @@ class _ParquetReader(TableReader):
 
                 # pre_buffer=False with a small read buffer streams column chunks page by
                 # page instead of loading whole row groups.
-                self._file = pq.ParquetFile(
-                    source, pre_buffer=False, buffer_size=_PARQUET_BUFFER
-                )
+                self._file = pq.ParquetFile(source, pre_buffer=False, buffer_size=_PARQUET_BUFFER)
                 schema = self._file.schema_arrow
         except FileNotFoundError:
             raise InputError("no such file", path=path) from None
@@ -769,7 +767,7 @@ class _ParquetReader(TableReader):
         meta = self._file.metadata
         for group in range(meta.num_row_groups):
             if self._should_stage(meta.row_group(group)):
-                    yield from _stage_row_group(self._file, group, cols, self, batch_size)
+                yield from _stage_row_group(self._file, group, cols, self, batch_size)
             else:
                 for rb in self._file.iter_batches(
                     batch_size=batch_size, row_groups=[group], columns=cols, use_threads=True
