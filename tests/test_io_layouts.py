@@ -237,7 +237,8 @@ def test_header_only_csv_says_it_has_no_rows(tmp_path, capsys, pair):
     src.iloc[:0].to_csv(tmp_path / "src.csv", index=False)
     tgt.to_csv(tmp_path / "tgt.csv", index=False)
     code, _, err = run(
-        capsys, "fit", "--source", tmp_path / "src.csv", "--target", tmp_path / "tgt.csv",
+        capsys, "fit", "--method", "procrustes", "--source", tmp_path / "src.csv",
+        "--target", tmp_path / "tgt.csv",
         "--id-column", "id", "--model", tmp_path / "m.skops",
     )  # fmt: skip
     one_line_error(code, err, "src.csv: has a header (7 columns: 'id', 'new_0'", "no data rows")
