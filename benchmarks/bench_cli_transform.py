@@ -118,6 +118,13 @@ def timed(args, env):
     return last("WORK_S"), last("PEAK_KB") / 1024
 
 
+def transform(model, src, out, rows, env):
+    """``sklearn-compat transform`` in a fresh process: (work seconds, peak MiB)."""
+    args = ["--model", model, "--input", src, "--output", out, "--id-column", "id"]
+    args += ["--rows-per-batch", rows, "--force", "--device", "cpu", "--no-progress"]
+    return timed(["-c", CLI, "transform", *args], env)
+
+
 def make_input(path, rows, dim, form, row_group, seed=0):
     """Write the export in slices of at most 65536 rows, so the generator stays small."""
     import pyarrow as pa
@@ -201,28 +208,7 @@ def main(argv=None):
             size = src.stat().st_size / 2**20
             for rows in batches:
                 out = work / "out.parquet"
-                seconds, peak = timed(
-                    [
-                        "-c",
-                        CLI,
-                        "transform",
-                        "--model",
-                        model,
-                        "--input",
-                        src,
-                        "--output",
-                        out,
-                        "--id-column",
-                        "id",
-                        "--rows-per-batch",
-                        rows,
-                        "--force",
-                        "--device",
-                        "cpu",
-                        "--no-progress",
-                    ],
-                    env,
-                )
+                seconds, peak = transform(model, src, out, rows, env)
                 out.unlink()
                 print(
                     f"{label:<16}{size:>6.0f}{rows:>11}{seconds:>8.1f}{peak:>10.0f}"
@@ -241,26 +227,7 @@ def main(argv=None):
         )
         ours, theirs = map(float, proc.stdout.split())
         out = work / "out.csv"
-        seconds, peak = timed(
-            [
-                "-c",
-                CLI,
-                "transform",
-                "--model",
-                model,
-                "--input",
-                src,
-                "--output",
-                out,
-                "--id-column",
-                "id",
-                "--force",
-                "--device",
-                "cpu",
-                "--no-progress",
-            ],
-            env,
-        )
+        seconds, peak = transform(model, src, out, batches[0], env)
         print(
             f"CSV, {args.csv_rows} x {args.dim} float32 (best of {args.csv_rounds}): ours "
             f"{ours:.2f} s, pyarrow.csv.write_csv {theirs:.2f} s, ratio {ours / theirs:.2f}x"
