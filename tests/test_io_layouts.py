@@ -184,6 +184,12 @@ def test_dataset_errors_name_the_path(tmp_path, capsys, pair):
     with pytest.raises(InputError, match="empty: no Parquet files"):
         open_table(tmp_path / "empty")
     pair[0].to_csv(tmp_path / "src.csv", index=False)
+    with pytest.raises(InputError, match="a pattern can name Parquet files only"):
+        open_table(tmp_path / "*.csv")
+    (tmp_path / "csvs").mkdir()
+    pair[0].to_csv(tmp_path / "csvs" / "part-0.csv", index=False)
+    with pytest.raises(InputError, match="csvs: a directory is read as a Parquet dataset"):
+        open_table(tmp_path / "csvs")
     code, _, err = run(
         capsys, "transform", "--model", model, "--input", tmp_path / "src.csv",
         "--output", tmp_path / "out-*.csv",

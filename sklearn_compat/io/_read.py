@@ -75,7 +75,9 @@ def open_table(path, spec=None, *, dtype=None, extra_columns=()):
     Parameters
     ----------
     path : str or path-like
-        A ``.csv``, ``.parquet`` (``.pq``) or ``.npy`` file.
+        A ``.csv`` (``.csv.gz``, ``.csv.bz2``, ``.csv.zst``), ``.parquet`` (``.pq``) or
+        ``.npy`` file, or a Parquet dataset: a directory of part files (hive-partitioned
+        or not) or a glob pattern such as ``"exports/part-*.parquet"``.
     spec : ColumnSpec, default=None
         Which columns hold the ids and the embedding (default: no ids, all numeric columns).
     dtype : {None, "float32", "float64"}, default=None
@@ -104,6 +106,12 @@ def open_table(path, spec=None, *, dtype=None, extra_columns=()):
     """
     spec = spec or ColumnSpec()
     fmt = table_format(path)
+    if fmt != "parquet" and is_pattern(path):
+        raise InputError(
+            "a pattern can name Parquet files only (read as one dataset); pass one "
+            f"{fmt.upper()} file at a time",
+            path=path,
+        )
     cls = {"csv": _CsvReader, "parquet": _ParquetReader, "npy": _NpyReader}[fmt]
     return cls(str(path), spec, _FLOAT_DTYPES[dtype], tuple(extra_columns))
 
@@ -595,6 +603,30 @@ _LIST_READ_ROWS = 4096
 _INDEX_NAME = re.compile(r"__index_level_\d+__")
 
 
+def _table_format_or_none(path):
+    try:
+        return table_format(path)
+    except InputError:
+        return None
+
+
+def _check_parquet_folder(folder):
+    """A folder of CSV or .npy files is not a dataset: say so before pyarrow fails."""
+    names = [
+        name
+        for _, dirs, files in os.walk(folder)
+        for name in files
+        if not name.startswith((".", "_"))
+    ]
+    kinds = {_table_format_or_none(name) for name in names}
+    if names and kinds <= {"csv", "npy"}:
+        raise InputError(
+            "a directory is read as a Parquet dataset, but its files are CSV or .npy; "
+            "pass one file at a time",
+            path=folder,
+        )
+
+
 def _parquet_sources(path):
     """The Parquet files a path names: itself, the files a pattern matches, or a directory."""
     if is_pattern(path):
@@ -710,6 +742,8 @@ class _ParquetReader(TableReader):
             pre_buffer=False, use_buffered_stream=True, buffer_size=_PARQUET_BUFFER
         )
         fmt = ds.ParquetFileFormat(default_fragment_scan_options=options)
+        if isinstance(source, str):
+            _check_parquet_folder(source)
         # Hidden and underscore files (_SUCCESS, _metadata, .crc) are skipped by default.
         dataset = ds.dataset(source, format=fmt, partitioning="hive")
         if not dataset.files:
