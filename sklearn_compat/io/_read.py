@@ -763,7 +763,7 @@ class _ParquetReader(TableReader):
         # gathered into the batch.
         step = batch_size if self.form == "columns" else min(batch_size, _LIST_READ_ROWS)
         start = 0
-        gather = _Gather(batch_size)
+        gather = _Gather(batch_size, self.n_rows)
         try:
             for rb, X in self._record_batches(cols, step):
                 part = self._to_batch(rb, start + gather.rows, X)
@@ -886,15 +886,17 @@ class _Gather:
     """Collects small batches into one of at most ``size`` rows, copying each embedding
     into one preallocated array as it arrives (no second copy of the whole batch)."""
 
-    def __init__(self, size):
+    def __init__(self, size, total):
         self.size = size
+        self.total = total  # rows in the table: no batch is allocated beyond them
         self.parts = []
         self.rows = 0
         self.X = None
 
     def add(self, part):
         if self.X is None:
-            self.X = np.empty((self.size, part.X.shape[1]), dtype=part.X.dtype)
+            rows = max(len(part), min(self.size, self.total - part.start))
+            self.X = np.empty((rows, part.X.shape[1]), dtype=part.X.dtype)
         self.X[self.rows : self.rows + len(part)] = part.X
         self.rows += len(part)
         part.X = None
@@ -905,7 +907,7 @@ class _Gather:
         first = parts[0]
         ids = None if first.ids is None else np.concatenate([p.ids for p in parts])
         extra = {k: np.concatenate([p.extra[k] for p in parts]) for k in first.extra}
-        X = self.X[:n] if n < self.size else self.X
+        X = self.X[:n] if n < len(self.X) else self.X
         self.parts, self.rows, self.X = [], 0, None
         return Batch(first.start, ids, X, extra)
 
