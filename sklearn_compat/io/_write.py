@@ -20,6 +20,8 @@ from ._common import InputError, csv_compression, is_pattern, table_format
 
 __all__ = ["AtomicOutput", "OutputLayout", "TableWriter", "write_table"]
 
+# Rows per slice handed to pyarrow's Parquet writer (see _ParquetSink.write).
+_WRITE_STEP = 4096
 # Spare digits kept in a .npy header so the row count can be written once it is known.
 _NPY_SHAPE_DIGITS = 19
 
@@ -411,7 +413,15 @@ class _ParquetSink:
         else:
             flat = pa.array(np.ascontiguousarray(Z).reshape(-1))
             arrays.append(pa.FixedSizeListArray.from_arrays(flat, lay.width))
-        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        # One row group per batch, encoded in slices of _WRITE_STEP rows: pyarrow's
+        # writer holds several times the slice it encodes (levels, list offsets).
+        n = Z.shape[0]
+        steps = range(0, max(n, 1), _WRITE_STEP)
+        columns = [
+            pa.chunked_array([a.slice(i, _WRITE_STEP) for i in steps], a.type) for a in arrays
+        ]
+        table = pa.Table.from_arrays(columns, schema=self.schema)
+        self.writer.write_table(table, row_group_size=max(n, 1))
 
     def close(self):
         import pyarrow.parquet as pq
