@@ -176,6 +176,12 @@ def main(argv=None):
     parser.add_argument("--dim", type=int, default=256)
     parser.add_argument("--row-group", type=int, default=50_000)
     parser.add_argument("--rows-per-batch", type=int, nargs="*", default=[])
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        choices=("columns", "list", "one-row-group"),
+        default=["columns", "list", "one-row-group"],
+    )
     parser.add_argument("--csv-rows", type=int, default=100_000)
     parser.add_argument("--csv-rounds", type=int, default=2)
     parser.add_argument("--workdir", help="where to write the files (default: a temp dir)")
@@ -202,7 +208,8 @@ def main(argv=None):
             f"{'input':<16}{'MiB':>6}{'rows/batch':>11}{'work s':>8}{'peak MiB':>10}"
             f"{'beyond imports':>16}"
         )
-        for label, (form, group) in inputs.items():
+        for label in args.layouts:
+            form, group = inputs[label]
             src = work / f"{label}.parquet"
             make_input(src, args.rows, args.dim, form, group)
             size = src.stat().st_size / 2**20
