@@ -90,7 +90,7 @@ class AffineAligner(ClosedFormAligner):
     distribution best, at the price of distorting X's own geometry most (see
     :class:`OrthogonalProcrustesAligner` for the opposite end).
 
-    Read more in METHODS.md, section 2.
+    Read more in docs/methods.md, section "Affine and ridge alignment".
 
     Parameters
     ----------

@@ -77,7 +77,8 @@ class LambdaOrthAligner(BaseAligner):
     ``lam`` (by up to about 0.5 with the default ``sharpness``) when the data pull ``W``
     away from orthogonality, or stays at the affine fit's own gap when that is smaller.
 
-    Read more in METHODS.md, section 3.
+    The method is Ricci et al.'s [1]_; read more in docs/methods.md, section
+    "lambda-orthogonality".
 
     Parameters
     ----------
@@ -222,6 +223,11 @@ class LambdaOrthAligner(BaseAligner):
     Small CPU problems (``batch_size * d_x * d_y`` up to about a million) train with one
     torch thread, restored afterwards: at that size thread synchronisation costs more
     than it saves, and on a loaded machine it is many times slower.
+
+    References
+    ----------
+    .. [1] Ricci, Biondi, Pernici, Patras, Del Bimbo, "lambda-Orthogonality Regularization
+       for Compatible Representation Learning", NeurIPS 2025, arXiv:2509.16664.
 
     Examples
     --------

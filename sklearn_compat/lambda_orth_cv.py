@@ -52,7 +52,8 @@ class LambdaOrthAlignerCV(BaseAligner):
     mean of the folds' maps at that ``lam``; this object transforms with that map.
     ``cv_results_`` has the layout of :class:`~sklearn.model_selection.GridSearchCV`'s.
 
-    Read more in METHODS.md, section 3.
+    The method is Ricci et al.'s [1]_; read more in docs/methods.md, section
+    "lambda-orthogonality".
 
     Parameters
     ----------
@@ -191,6 +192,11 @@ class LambdaOrthAlignerCV(BaseAligner):
     A fit that diverges (a
     ``FloatingPointError`` from the estimator) scores NaN with a ``FitFailedWarning``,
     as in GridSearchCV, and the path goes on from the last good weights.
+
+    References
+    ----------
+    .. [1] Ricci, Biondi, Pernici, Patras, Del Bimbo, "lambda-Orthogonality Regularization
+       for Compatible Representation Learning", NeurIPS 2025, arXiv:2509.16664.
 
     Examples
     --------

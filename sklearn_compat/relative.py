@@ -47,7 +47,8 @@ class RelativeAnchorEncoder(TransformerMixin, BaseEstimator):
     learned across parallel spaces (PARAM); :meth:`rebase` rebuilds the same anchors in
     another model's space from that model's embeddings of the same rows.
 
-    Read more in METHODS.md, section 4.
+    Read more in docs/methods.md, section "Relative representations and PARAM"
+    ([1]_, [2]_).
 
     Parameters
     ----------
@@ -172,6 +173,13 @@ array-like of int, default="random"
 
     ``transform`` is one GEMM against a (d, m) matrix prepared from the anchors and the
     fitted statistics, computed in row blocks of bounded memory on ``device``.
+
+    References
+    ----------
+    .. [1] Moschella, Maiorca, Fumero, Norelli, Locatello, Rodola, "Relative Representations
+       Enable Zero-Shot Latent Space Communication", ICLR 2023, arXiv:2209.15430.
+    .. [2] Svendsen, Jakobsen, Nassar, Mager (Technical University of Denmark), PARAM:
+       learned convex anchor mixtures compared by a whitened inner product, 2025-26.
 
     Examples
     --------

@@ -4,7 +4,9 @@ After a model upgrade the gallery still holds old embeddings (``F(old)``, or raw
 re-embedding it with the new model (``B(new)``) is done in stages.  The backfilling curve
 is the metric of new-model queries against the mixed gallery as a function of the
 re-embedded share ``beta``; its area (the mean over ``beta`` in [0, 1]) summarises how
-well old and new embeddings coexist (Ricci et al., NeurIPS 2025, METHODS.md section 3).
+well old and new embeddings coexist (Ricci, Biondi, Pernici, Patras, Del Bimbo,
+"lambda-Orthogonality Regularization for Compatible Representation Learning", NeurIPS 2025,
+arXiv:2509.16664; see docs/methods.md, section "Metrics").
 """
 
 import re
