@@ -255,6 +255,9 @@ def run_transform(args):
                 writer.write(batch.ids if layout.id_column else None, Z)
                 rows += len(batch)
                 bar.update(len(batch))
+                # Let this batch go before the next is read: otherwise the loop holds
+                # two batches and two mapped batches at once.
+                del batch, Z
         if writer is None:
             # An empty input still gives a (empty) output with the right columns.
             width = int(model.transform(_model_input(np.zeros((1, expected)), *columns)).shape[1])

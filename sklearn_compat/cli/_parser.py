@@ -16,7 +16,7 @@ __all__ = ["PROG", "build_parser"]
 PROG = "sklearn-compat"
 
 # Rows per batch of ``transform``; memory is bounded by it.
-DEFAULT_ROWS_PER_BATCH = 65536
+DEFAULT_ROWS_PER_BATCH = 16384
 
 
 def _n_folds(text):

@@ -1,19 +1,35 @@
 """Shared pieces of the table I/O modules: the error type, formats, column selections."""
 
+import glob
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-__all__ = ["InputError", "ColumnSpec", "table_format", "FORMATS"]
+__all__ = [
+    "InputError",
+    "ColumnSpec",
+    "table_format",
+    "csv_compression",
+    "is_pattern",
+    "FORMATS",
+    "COMPRESSIONS",
+]
 
 # File name endings and the format each one means.  The format always comes from the name,
-# so a mistyped suffix is an error rather than a guess.
+# so a mistyped suffix is an error rather than a guess.  A directory is a Parquet dataset
+# (the part files Spark, Dask, pandas' ``partition_cols`` and pyarrow datasets write).
 FORMATS = {
     ".csv": "csv",
+    ".csv.gz": "csv",
+    ".csv.bz2": "csv",
+    ".csv.zst": "csv",
     ".parquet": "parquet",
     ".pq": "parquet",
     ".npy": "npy",
 }
+
+# Compressed CSV endings and the pyarrow codec that reads and writes each one.
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 
 
 class InputError(ValueError):
@@ -43,29 +59,59 @@ class InputError(ValueError):
 InputError.__module__ = "sklearn_compat.io"
 
 
+def is_pattern(path):
+    """Whether ``path`` is a glob pattern (``exports/part-*.parquet``), not one name."""
+    return glob.has_magic(str(path))
+
+
 def table_format(path):
     """The table format of ``path`` from its name: ``"csv"``, ``"parquet"`` or ``"npy"``.
+
+    ``.csv.gz``, ``.csv.bz2`` and ``.csv.zst`` are compressed CSV.  An existing directory
+    is a Parquet dataset (a folder of part files, hive-partitioned or not), and a glob
+    pattern (``exports/part-*.parquet``) takes the format of the name it matches.
 
     Raises
     ------
     InputError
-        If the name ends in none of ``.csv``, ``.parquet``, ``.pq``, ``.npy``.
+        If the name ends in none of the known endings (see ``FORMATS``).
 
     Examples
     --------
     >>> from sklearn_compat.io import table_format
-    >>> table_format("exports/items.PQ"), table_format("items.csv")
+    >>> table_format("exports/items.PQ"), table_format("items.csv.gz")
     ('parquet', 'csv')
+    >>> table_format("exports/part-*.parquet")
+    'parquet'
     """
-    suffix = Path(path).suffix.lower()
-    try:
-        return FORMATS[suffix]
-    except KeyError:
-        known = ", ".join(sorted(FORMATS))
-        raise InputError(
-            f"cannot tell the table format from the name (expected one of {known})",
-            path=path,
-        ) from None
+    if not is_pattern(path) and Path(path).is_dir():
+        return "parquet"
+    name = Path(path).name.lower()
+    for ending in sorted(FORMATS, key=len, reverse=True):
+        if name.endswith(ending):
+            return FORMATS[ending]
+    known = ", ".join(sorted(FORMATS))
+    raise InputError(
+        f"cannot tell the table format from the name (expected one of {known}, "
+        "or a directory of Parquet files)",
+        path=path,
+    )
+
+
+def csv_compression(path):
+    """The pyarrow codec of a compressed CSV name (``"gzip"``, ``"bz2"``, ``"zstd"``) or None.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io._common import csv_compression
+    >>> csv_compression("a.csv.gz"), csv_compression("a.csv.zst"), csv_compression("a.csv")
+    ('gzip', 'zstd', None)
+    """
+    name = Path(path).name.lower()
+    for suffix, codec in COMPRESSIONS.items():
+        if name.endswith(".csv" + suffix):
+            return codec
+    return None
 
 
 @dataclass(frozen=True)

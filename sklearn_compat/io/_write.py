@@ -7,18 +7,21 @@ temporary file is removed and the destination is untouched.  An existing destina
 refused unless ``force=True``.
 """
 
+import csv
+import io
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from ._common import InputError, table_format
+from ._common import InputError, csv_compression, is_pattern, table_format
 
 __all__ = ["AtomicOutput", "OutputLayout", "TableWriter", "write_table"]
 
+# Rows per slice handed to pyarrow's Parquet writer (see _ParquetSink.write).
+_WRITE_STEP = 4096
 # Spare digits kept in a .npy header so the row count can be written once it is known.
 _NPY_SHAPE_DIGITS = 19
 
@@ -188,6 +191,8 @@ class TableWriter:
     """
 
     def __init__(self, path, layout, *, force=False, inputs=()):
+        if is_pattern(path):
+            raise InputError("an output must be one file name, not a pattern", path=path)
         self.format = table_format(path)
         if layout.form == "array" and self.format != "npy":
             layout = OutputLayout(
@@ -199,9 +204,11 @@ class TableWriter:
         self.path = str(path)
         self._out = AtomicOutput(path, force=force, inputs=inputs)
         self.n_rows = 0
-        self._impl = {"csv": _CsvSink, "parquet": _ParquetSink, "npy": _NpySink}[self.format](
-            self._out.tmp, layout
-        )
+        if self.format == "csv":
+            self._impl = _CsvSink(self._out.tmp, layout, csv_compression(path))
+        else:
+            sink = {"parquet": _ParquetSink, "npy": _NpySink}[self.format]
+            self._impl = sink(self._out.tmp, layout)
 
     def write(self, ids, Z):
         """Append rows: ``ids`` (n,) or None, ``Z`` (n, width)."""
@@ -284,34 +291,77 @@ def write_table(path, ids, Z, layout, *, force=False, inputs=()):
 
 
 class _CsvSink:
-    def __init__(self, tmp, layout):
+    """CSV through pyarrow's writer, optionally compressed (``.csv.gz``, ``.bz2``, ``.zst``).
+
+    Floats are written as the shortest text that reads back to the same float32 or
+    float64 value; pyarrow formats them in C++ in slices of rows, so memory stays bounded
+    by the batch.  Names and ids are quoted only when they need it (a comma, quote or
+    line break), as pandas writes them; the list form's ``"[x, y, ...]"`` always needs it.
+    """
+
+    def __init__(self, tmp, layout, codec=None):
+        import pyarrow as pa
+
         self.layout = layout
-        self.f = open(tmp, "w", newline="", encoding="utf-8")  # noqa: SIM115
-        self.first = True
+        self.raw = pa.OSFile(str(tmp), "wb")
+        self.stream = pa.CompressedOutputStream(self.raw, codec) if codec else self.raw
+        self.columns = ([] if layout.id_column is None else [layout.id_column]) + (
+            list(layout.vector_columns) if layout.form == "columns" else [layout.list_column]
+        )
+        header = io.StringIO()
+        csv.writer(header, lineterminator="\n").writerow(self.columns)
+        self.stream.write(header.getvalue().encode("utf-8"))
+
+    def _arrays(self, ids, Z):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        lay = self.layout
+        arrays = []
+        if lay.id_column is not None:
+            ids = np.asarray(ids)
+            arrays.append(pa.array(ids.astype(str) if ids.dtype.kind == "S" else ids))
+        if lay.form == "columns":
+            # Contiguous columns of Z.T become Arrow arrays without another copy.
+            arrays += [pa.array(col) for col in np.ascontiguousarray(Z.T)]
+        else:
+            text = pc.cast(pa.array(np.ascontiguousarray(Z).reshape(-1)), pa.string())
+            offsets = pa.array(np.arange(0, Z.size + 1, max(1, Z.shape[1]), dtype=np.int32))
+            lists = pa.ListArray.from_arrays(offsets, text)
+            joined = pc.binary_join(lists, ", ")
+            arrays.append(pc.binary_join_element_wise("[", joined, "]", ""))
+        return arrays
 
     def write(self, ids, Z):
-        lay = self.layout
-        if lay.form == "columns":
-            df = pd.DataFrame(Z, columns=lay.vector_columns, copy=False)
-        else:
-            text = Z.astype(str)  # shortest text that reads back to the same value
-            df = pd.DataFrame({lay.list_column: ["[" + ", ".join(r) + "]" for r in text]})
-        if lay.id_column is not None:
-            df.insert(0, lay.id_column, np.asarray(ids))
-        # float_format=None lets pandas write the shortest round-tripping text.
-        df.to_csv(self.f, header=self.first, index=False, lineterminator="\n")
-        self.first = False
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        arrays = self._arrays(ids, Z)
+        batch = pa.RecordBatch.from_arrays(arrays, names=self.columns)
+        # pyarrow's "needed" quotes every text value; "none" quotes nothing and refuses
+        # values that need quotes, so it is used when no text value needs them.
+        plain = self.layout.form == "columns" and not any(
+            _needs_quotes(a) for a in arrays[: 1 if self.layout.id_column else 0]
+        )
+        options = pacsv.WriteOptions(
+            include_header=False, quoting_style="none" if plain else "needed"
+        )
+        pacsv.write_csv(batch, self.stream, write_options=options)
 
     def close(self):
-        if self.first:
-            cols = ([] if self.layout.id_column is None else [self.layout.id_column]) + (
-                self.layout.vector_columns
-                if self.layout.form == "columns"
-                else [self.layout.list_column]
-            )
-            pd.DataFrame(columns=cols).to_csv(self.f, index=False)
-            self.first = False
-        self.f.close()
+        self.stream.close()
+        if self.raw is not self.stream:
+            self.raw.close()
+
+
+def _needs_quotes(array):
+    """Whether a text column holds a value that CSV must quote."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        return False
+    return bool(pc.any(pc.match_substring_regex(array, '[,"\\r\\n]')).as_py())
 
 
 class _ParquetSink:
@@ -363,7 +413,15 @@ class _ParquetSink:
         else:
             flat = pa.array(np.ascontiguousarray(Z).reshape(-1))
             arrays.append(pa.FixedSizeListArray.from_arrays(flat, lay.width))
-        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        # One row group per batch, encoded in slices of _WRITE_STEP rows: pyarrow's
+        # writer holds several times the slice it encodes (levels, list offsets).
+        n = Z.shape[0]
+        steps = range(0, max(n, 1), _WRITE_STEP)
+        columns = [
+            pa.chunked_array([a.slice(i, _WRITE_STEP) for i in steps], a.type) for a in arrays
+        ]
+        table = pa.Table.from_arrays(columns, schema=self.schema)
+        self.writer.write_table(table, row_group_size=max(n, 1))
 
     def close(self):
         import pyarrow.parquet as pq
