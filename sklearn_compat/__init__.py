@@ -15,6 +15,7 @@ from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
 from .lambda_orth_cv import LambdaOrthAlignerCV
 from .procrustes import OrthogonalProcrustesAligner
 from .relative import RelativeAnchorEncoder
+from .whitened import WhitenedProcrustesAligner
 
 __version__ = "0.1.0"
 
@@ -24,6 +25,7 @@ __all__ = [
     "LambdaOrthAlignerCV",
     "OrthogonalProcrustesAligner",
     "RelativeAnchorEncoder",
+    "WhitenedProcrustesAligner",
     "__version__",
     "lambda_orth_penalty",
     "metrics",
