@@ -13,6 +13,7 @@ from sklearn_compat import (
     LambdaOrthAlignerCV,
     OrthogonalProcrustesAligner,
     RelativeAnchorEncoder,
+    WhitenedProcrustesAligner,
 )
 
 ESTIMATORS = [
@@ -35,6 +36,8 @@ ESTIMATORS = [
     LambdaOrthAlignerCV(
         lams=[0.0, np.inf], estimator=LambdaOrthAligner(max_epochs=2, random_state=0), cv=2
     ),
+    WhitenedProcrustesAligner(),
+    WhitenedProcrustesAligner(normalize=False, center=False, reweight=0.5, n_components=1),
 ]
 
 # {estimator class name: {check name: reason}}
