@@ -14,6 +14,7 @@ from .affine import AffineAligner
 from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
 from .lambda_orth_cv import LambdaOrthAlignerCV
 from .procrustes import OrthogonalProcrustesAligner
+from .refined import RefinedProcrustesAligner
 from .relative import RelativeAnchorEncoder
 from .whitened import WhitenedProcrustesAligner
 
@@ -24,6 +25,7 @@ __all__ = [
     "LambdaOrthAligner",
     "LambdaOrthAlignerCV",
     "OrthogonalProcrustesAligner",
+    "RefinedProcrustesAligner",
     "RelativeAnchorEncoder",
     "WhitenedProcrustesAligner",
     "__version__",
