@@ -12,6 +12,7 @@ from sklearn_compat import (
     LambdaOrthAligner,
     LambdaOrthAlignerCV,
     OrthogonalProcrustesAligner,
+    RefinedProcrustesAligner,
     RelativeAnchorEncoder,
     WhitenedProcrustesAligner,
 )
@@ -37,6 +38,8 @@ ESTIMATORS = [
         lams=[0.0, np.inf], estimator=LambdaOrthAligner(max_epochs=2, random_state=0), cv=2
     ),
     WhitenedProcrustesAligner(),
+    RefinedProcrustesAligner(),
+    RefinedProcrustesAligner(OrthogonalProcrustesAligner(), n_refinements=1, csls_k=2),
     WhitenedProcrustesAligner(normalize=False, center=False, reweight=0.5, n_components=1),
 ]
 
