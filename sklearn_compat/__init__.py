@@ -16,6 +16,7 @@ from .lambda_orth_cv import LambdaOrthAlignerCV
 from .procrustes import OrthogonalProcrustesAligner
 from .refined import RefinedProcrustesAligner
 from .relative import RelativeAnchorEncoder
+from .residual import ResidualAdapterAligner
 from .whitened import WhitenedProcrustesAligner
 
 __version__ = "0.1.0"
@@ -27,6 +28,7 @@ __all__ = [
     "OrthogonalProcrustesAligner",
     "RefinedProcrustesAligner",
     "RelativeAnchorEncoder",
+    "ResidualAdapterAligner",
     "WhitenedProcrustesAligner",
     "__version__",
     "lambda_orth_penalty",

@@ -404,9 +404,7 @@ class LambdaOrthAligner(BaseAligner):
         # caller's global torch RNG.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng.randint(0, 2**31 - 1)))
-            backward = AffineAdapter(
-                d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
-            ).to(device)
+            backward = self._backward_adapter(d_x, d_y, W0, b0).to(device)
         forward = None
         if self.bidirectional:
             warm_forward = start is not None and start.forward is not None
@@ -462,6 +460,7 @@ class LambdaOrthAligner(BaseAligner):
         self.history_ = history
         self.n_epochs_ = int(n_epochs)
         self.best_epoch_ = best_epoch
+        self._store_extras(backward, x_scale, y_scale)
         if self.bidirectional:
             self.forward_W_ = forward.weight.detach().cpu().double().numpy()
             self.forward_bias_ = forward.bias.detach().cpu().double().numpy() * y_scale
@@ -469,6 +468,16 @@ class LambdaOrthAligner(BaseAligner):
             for attr in ("forward_W_", "forward_bias_"):
                 self.__dict__.pop(attr, None)
         return self
+
+    # Hooks for subclasses whose backward adapter adds to the affine map (a residual MLP):
+    # the module to train, and the fitted state it leaves beyond W_ and bias_.
+    def _backward_adapter(self, d_x, d_y, W0, b0):
+        return AffineAdapter(
+            d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
+        )
+
+    def _store_extras(self, backward, x_scale, y_scale):
+        pass
 
     def _is_small(self, device, d_x, d_y):
         """Whether one minibatch step is small enough to train single-threaded (Notes)."""

@@ -14,6 +14,7 @@ from sklearn_compat import (
     OrthogonalProcrustesAligner,
     RefinedProcrustesAligner,
     RelativeAnchorEncoder,
+    ResidualAdapterAligner,
     WhitenedProcrustesAligner,
 )
 
@@ -39,6 +40,7 @@ ESTIMATORS = [
     ),
     WhitenedProcrustesAligner(),
     RefinedProcrustesAligner(),
+    ResidualAdapterAligner(hidden=4, max_epochs=2, random_state=0),
     RefinedProcrustesAligner(OrthogonalProcrustesAligner(), n_refinements=1, csls_k=2),
     WhitenedProcrustesAligner(normalize=False, center=False, reweight=0.5, n_components=1),
 ]
