@@ -190,7 +190,6 @@ def _stack(paired, unpaired, name):
     extra = check_embeddings(checked_input(unpaired, name), name).astype(paired.dtype)
     if extra.shape[1] != paired.shape[1]:
         raise ValueError(
-            f"{name} has {extra.shape[1]} features, but the paired rows have "
-            f"{paired.shape[1]}."
+            f"{name} has {extra.shape[1]} features, but the paired rows have {paired.shape[1]}."
         )
     return np.concatenate([paired, extra])

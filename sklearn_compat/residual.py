@@ -1,4 +1,4 @@
-"""Drift-Adapter's residual MLP adapter, with the lambda-orthogonality penalty on its linear part."""
+"""Drift-Adapter's residual MLP adapter, lambda-orthogonality penalised on its linear part."""
 
 from numbers import Integral
 
