@@ -21,6 +21,7 @@ from sklearn_compat import (
 ESTIMATORS = [
     AffineAligner(),
     AffineAligner(fit_intercept=False, alpha=0.5),
+    AffineAligner(rank=1),
     OrthogonalProcrustesAligner(),
     OrthogonalProcrustesAligner(center=True, scale=True, allow_reflection=False),
     LambdaOrthAligner(),
