@@ -164,6 +164,7 @@ def main():
     parser.add_argument("--pairs-root", default=None, help="folder of the text pairs' .npz")
     parser.add_argument("--fast", action="store_true", help="skip the CV, fewer epochs")
     parser.add_argument("--only", nargs="*", help="pair names (substrings) to run")
+    parser.add_argument("--skip", nargs="*", default=[], help="aligner labels to leave out")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -178,6 +179,8 @@ def main():
         print("|---|---|---|---|---|---|")
         results = {}
         for label, make in aligners(args.fast):
+            if label in args.skip:
+                continue
             row = evaluate(name, make, pair, args.device, np.random.default_rng(0))
             results[label] = row
             print(
