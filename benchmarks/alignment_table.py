@@ -5,7 +5,7 @@ train rows, measured on the others):
 
 - ``mnist cnn_s0->cnn_s1`` and ``mnist cnn_s0->mlp_s0``: the shared MNIST features
   (``shared/data/mnist5k_features.npz``, 4,000 / 1,000 split of its README);
-- the text pairs that ``benchmarks/pairs/build_pairs.py`` (branch ``pairs``) writes to
+- every text pair that ``benchmarks/pairs/build_pairs.py`` (branch ``pairs``) wrote to
   its cache, when present (``--pairs-root``): sentence-model pairs on WordNet text with
   ``split`` as the train mask, and the word-translation pair ``muse_en_fr`` (MUSE-style
   5,000 / 1,500 split), where a query is right when its nearest row of the whole French
@@ -47,7 +47,6 @@ from sklearn_compat.metrics import neighbourhood_preservation, paired_topk_accur
 
 HERE = Path(__file__).resolve().parent
 MNIST_PAIRS = [("cnn_s0", "cnn_s1"), ("cnn_s0", "mlp_s0")]
-TEXT_PAIRS = ["wn_gloss_e5_minilm", "wn_example_wordllama_minilm", "muse_en_fr"]
 
 
 def find_upwards(relative):
@@ -78,11 +77,11 @@ def load_pairs(pairs_root):
                 )
             )
     root = Path(pairs_root) if pairs_root else find_upwards("wt-pairs/benchmarks/pairs/cache")
-    for name in TEXT_PAIRS:
-        path = None if root is None else Path(root) / f"{name}.npz"
-        if path is None or not path.exists():
-            print(f"(pair {name} not found under {root}; skipped)")
-            continue
+    found = sorted(Path(root).glob("*.npz")) if root is not None else []
+    if not found:
+        print(f"(no text pairs under {root}; build them with benchmarks/pairs/build_pairs.py)")
+    for path in found:
+        name = path.stem
         with np.load(path, allow_pickle=False) as z:
             d = {k: z[k] for k in z.files}
         train = d["split"]
