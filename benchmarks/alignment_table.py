@@ -106,11 +106,11 @@ def aligners(fast):
         ("Procrustes center=True", lambda: OrthogonalProcrustesAligner(center=True)),
         ("Affine", lambda: AffineAligner()),
         ("Affine rank=32", lambda: AffineAligner(rank=32)),
-        ("LambdaOrth", lambda: LambdaOrthAligner(random_state=0, **epochs)),
-        ("LambdaOrth lam=0", lambda: LambdaOrthAligner(lam=0.0, random_state=0, **epochs)),
         ("Whitened", lambda: WhitenedProcrustesAligner()),
         ("Whitened reweight=0.5", lambda: WhitenedProcrustesAligner(reweight=0.5)),
         ("Refined (+unpaired)", lambda: RefinedProcrustesAligner()),
+        ("LambdaOrth", lambda: LambdaOrthAligner(random_state=0, **epochs)),
+        ("LambdaOrth lam=0", lambda: LambdaOrthAligner(lam=0.0, random_state=0, **epochs)),
         ("ResidualAdapter", lambda: ResidualAdapterAligner(random_state=0, **epochs)),
         (
             "ResidualAdapter lam=0",
@@ -118,7 +118,7 @@ def aligners(fast):
         ),
     ]
     if not fast:
-        rows.insert(6, ("LambdaOrthCV", lambda: LambdaOrthAlignerCV()))
+        rows.insert(9, ("LambdaOrthCV", lambda: LambdaOrthAlignerCV()))
     return rows
 
 
