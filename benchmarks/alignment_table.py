@@ -109,6 +109,10 @@ def aligners(fast):
         ("Whitened", lambda: WhitenedProcrustesAligner()),
         ("Whitened reweight=0.5", lambda: WhitenedProcrustesAligner(reweight=0.5)),
         ("Refined (+unpaired)", lambda: RefinedProcrustesAligner()),
+        (
+            "Refined MUSE (+unpaired)",
+            lambda: RefinedProcrustesAligner(OrthogonalProcrustesAligner()),
+        ),
         ("LambdaOrth", lambda: LambdaOrthAligner(random_state=0, **epochs)),
         ("LambdaOrth lam=0", lambda: LambdaOrthAligner(lam=0.0, random_state=0, **epochs)),
         ("ResidualAdapter", lambda: ResidualAdapterAligner(random_state=0, **epochs)),
@@ -118,7 +122,7 @@ def aligners(fast):
         ),
     ]
     if not fast:
-        rows.insert(9, ("LambdaOrthCV", lambda: LambdaOrthAlignerCV()))
+        rows.insert(10, ("LambdaOrthCV", lambda: LambdaOrthAlignerCV()))
     return rows
 
 
