@@ -9,9 +9,10 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import checked_input
-from ._core.base import BaseAligner, pick_target
+from ._core.base import BaseAligner
 from ._core.csls import mutual_csls_pairs
 from ._core.ranking import check_embeddings
+from ._core.validation import pick_target
 from .whitened import WhitenedProcrustesAligner
 
 __all__ = ["RefinedProcrustesAligner"]

@@ -6,7 +6,8 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.base import apply_affine
+from ._core.backend import apply_affine
+from ._lambda.adapter import AffineAdapter
 from ._lambda.residual import ResidualAdapter
 from .lambda_orth import LambdaOrthAligner
 
@@ -137,7 +138,9 @@ class ResidualAdapterAligner(LambdaOrthAligner):
 
     def _backward_adapter(self, d_x, d_y, W0, b0):
         if self.hidden == 0:
-            return super()._backward_adapter(d_x, d_y, W0, b0)
+            return AffineAdapter(
+                d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
+            )
         return ResidualAdapter(
             d_x,
             d_y,
@@ -147,24 +150,6 @@ class ResidualAdapterAligner(LambdaOrthAligner):
             weight=W0,
             bias_init=b0,
         )
-
-    def _store_extras(self, backward, x_scale, y_scale):
-        residual = getattr(backward, "residual", None)
-        if residual is None:
-            self.mlp_weights_ = []
-            return
-        first, last = residual[0], residual[2]
-
-        def numpy(t):
-            return t.detach().cpu().double().numpy()
-
-        # The MLP saw x / x_scale and produced units of y / y_scale: fold both in.
-        self.mlp_weights_ = [
-            numpy(first.weight).T / x_scale,
-            numpy(first.bias),
-            numpy(last.weight).T * y_scale,
-            numpy(last.bias) * y_scale,
-        ]
 
     def transform(self, X):
         """Map X into Y's space: the affine part plus the residual MLP.

@@ -8,9 +8,10 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.backend import is_dask_collection
-from ._core.base import BaseAligner, apply_affine, pick_target
+from ._core.backend import apply_affine, is_dask_collection
+from ._core.base import BaseAligner
 from ._core.pair_stats import batch_moments
+from ._core.validation import pick_target
 from ._core.whitening import multi_step_map, unit_rows
 
 __all__ = ["WhitenedProcrustesAligner"]

@@ -10,6 +10,8 @@ Subcommands::
         --cv 5 --output RESULTS
     sklearn-compat encode --input SRC --output OUT --n-anchors 64 \\
         [--parallel OTHER --parallel-output OTHER_OUT]
+    sklearn-compat search --model MODEL --gallery OLD --queries NEW -k 10 --output OUT \
+        [--gallery-form centered|raw] [--csls K]
 
 Tables are CSV, Parquet or .npy, chosen from the file name (see :mod:`sklearn_compat.io`).
 Exit status: 0 on success, 1 when the input, the model or an output is wrong (one line
