@@ -11,8 +11,8 @@ belongs to an unrelated project with the same import name (see README.md).
 from . import metrics
 from ._clash import warn_if_clashing_distribution
 from .affine import AffineAligner
-from .lambda_orth import LambdaOrthAligner, lambda_orth_path, lambda_orth_penalty
-from .lambda_orth_cv import LambdaOrthAlignerCV
+from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
+from .lambda_orth_cv import LambdaOrthAlignerCV, lambda_orth_path
 from .neighbors import AlignedNeighbors
 from .procrustes import OrthogonalProcrustesAligner
 from .refined import RefinedProcrustesAligner

@@ -29,7 +29,6 @@ from ._lambda.fitting import (
     train_map,
 )
 from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
-from ._lambda.path import lambda_orth_path
 from ._lambda.skorch_parts import (
     AlignmentLoss,
     LambdaOrthMixin,
@@ -47,7 +46,6 @@ __all__ = [
     "lambda_orth_penalty",
     "orthogonality_gap",
     "contrastive_loss",
-    "lambda_orth_path",
 ]
 
 

@@ -25,7 +25,7 @@ from ._lambda.path import PATH_CONSTRAINTS, aligner_at, check_lams, lambda_orth_
 from .lambda_orth import LambdaOrthAligner
 from .metrics import make_retrieval_scorer
 
-__all__ = ["LambdaOrthAlignerCV"]
+__all__ = ["LambdaOrthAlignerCV", "lambda_orth_path"]
 
 # The default grid in units of sqrt(d), d = min(d_x, d_y): ``N / sqrt(d)`` is the RMS
 # deviation of the squared singular values of W from 1, so these allow the same relative
@@ -38,7 +38,7 @@ _DEFAULT_RELATIVE_LAMS = (0.0, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, math.inf)
 class LambdaOrthAlignerCV(BaseAligner):
     """LambdaOrthAligner with ``lam`` chosen by cross-validation along a warm-started path.
 
-    For each fold, :func:`~sklearn_compat.lambda_orth.lambda_orth_path` trains a
+    For each fold, :func:`~sklearn_compat.lambda_orth_cv.lambda_orth_path` trains a
     :class:`LambdaOrthAligner` through every ``lam`` of the grid in turn on the fold's
     training rows, prepared (validated, split for early stopping, rescaled, moved to the
     device) once, as ``LassoCV`` runs ``enet_path``.  Each ``lam`` starts from the previous one's
@@ -131,7 +131,7 @@ class LambdaOrthAlignerCV(BaseAligner):
     See Also
     --------
     LambdaOrthAligner : the aligner with a fixed ``lam``.
-    sklearn_compat.lambda_orth.lambda_orth_path : the path one fold trains.
+    sklearn_compat.lambda_orth_cv.lambda_orth_path : the path one fold trains.
     sklearn.model_selection.GridSearchCV : the same search, one cold fit per ``lam``.
 
     Notes

@@ -8,7 +8,7 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn_compat import LambdaOrthAligner, OrthogonalProcrustesAligner, lambda_orth_path
 from sklearn_compat._lambda import path as path_module
 from sklearn_compat._lambda.path import aligner_at
-from sklearn_compat.lambda_orth import lambda_orth_path as from_estimator_module
+from sklearn_compat.lambda_orth_cv import lambda_orth_path as from_cv_module
 
 
 def small_aligner(**params):
@@ -28,7 +28,7 @@ def problem():
 
 
 def test_public_names():
-    assert from_estimator_module is lambda_orth_path
+    assert from_cv_module is lambda_orth_path
 
 
 @pytest.mark.parametrize("direction", ["increasing", "decreasing"])

@@ -14,6 +14,10 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._core.backend import resolve_device
+
+# The estimator module does not import this one (no circle): the path is public through
+# sklearn_compat and sklearn_compat.lambda_orth_cv.
+from ..lambda_orth import LambdaOrthAligner
 from .fitting import (
     FittedMap,
     StartMap,
@@ -38,12 +42,6 @@ PATH_CONSTRAINTS = {
     ],
     "warm_tol": [Interval(Real, 0, 1, closed="left")],
 }
-
-
-def _is_lambda_orth_aligner(estimator):
-    from ..lambda_orth import LambdaOrthAligner  # the estimator module imports this one
-
-    return isinstance(estimator, LambdaOrthAligner)
 
 
 @validate_params(
@@ -183,7 +181,7 @@ def lambda_orth_path(
     --------
     >>> import numpy as np
     >>> from sklearn_compat import LambdaOrthAligner
-    >>> from sklearn_compat.lambda_orth import lambda_orth_path
+    >>> from sklearn_compat import lambda_orth_path
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(400, 6))
     >>> Y = X @ np.diag([0.5, 0.8, 1.0, 1.0, 1.2, 1.5]) + 0.05 * rng.normal(size=(400, 6))
@@ -199,10 +197,8 @@ def lambda_orth_path(
     True
     """
     if estimator is None:
-        from ..lambda_orth import LambdaOrthAligner
-
         estimator = LambdaOrthAligner()
-    elif not _is_lambda_orth_aligner(estimator):
+    elif not isinstance(estimator, LambdaOrthAligner):
         raise TypeError(f"estimator must be a LambdaOrthAligner, got {type(estimator).__name__}.")
     settings = clone(estimator)  # a RandomState instance is copied, not consumed
     settings._validate_params()
