@@ -198,7 +198,7 @@ def main():
         best_label = max(results, key=lambda k: results[k]["P@1"])
         print(
             f"\nbest P@1: {best_label} {results[best_label]['P@1']:.3f}; "
-            f"against Procrustes' default (center=True) {results[best_label]['P@1'] - plain:+.3f}, "
+            f"against default Procrustes {results[best_label]['P@1'] - plain:+.3f}, "
             f"against the better Procrustes setting "
             f"{results[best_label]['P@1'] - best_procrustes:+.3f}"
         )
