@@ -15,7 +15,10 @@ from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
 from .lambda_orth_cv import LambdaOrthAlignerCV, lambda_orth_path
 from .neighbors import AlignedNeighbors
 from .procrustes import OrthogonalProcrustesAligner
+from .refined import RefinedProcrustesAligner
 from .relative import RelativeAnchorEncoder
+from .residual import ResidualAdapterAligner
+from .whitened import WhitenedProcrustesAligner
 
 __version__ = "0.1.0"
 
@@ -25,7 +28,10 @@ __all__ = [
     "LambdaOrthAligner",
     "LambdaOrthAlignerCV",
     "OrthogonalProcrustesAligner",
+    "RefinedProcrustesAligner",
     "RelativeAnchorEncoder",
+    "ResidualAdapterAligner",
+    "WhitenedProcrustesAligner",
     "__version__",
     "lambda_orth_penalty",
     "metrics",

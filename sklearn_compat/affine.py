@@ -1,6 +1,6 @@
 """Affine (least-squares / ridge) alignment between two embedding spaces."""
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.linalg
@@ -105,6 +105,12 @@ class AffineAligner(ClosedFormAligner):
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         Where the Gram and cross products and the transforms are computed.  The small
         (d_x, d_x) solve always runs in float64 on the CPU.
+    rank : int or None, default=None
+        Constrain ``W`` to this rank: reduced-rank regression (Izenman, 1975), the
+        low-rank affine adapter of Drift-Adapter (Vejendla, EMNLP 2025).  The least-squares
+        ``W`` is projected onto the ``rank`` leading principal directions of its fitted
+        values ``X_c W``, which is the best rank-``rank`` fit in squared error.  ``None``
+        keeps full rank.
 
     Attributes
     ----------
@@ -163,12 +169,14 @@ class AffineAligner(ClosedFormAligner):
         "fit_intercept": ["boolean"],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "device": [str, torch.device],
+        "rank": [Interval(Integral, 1, None, closed="left"), None],
     }
 
-    def __init__(self, fit_intercept=True, alpha=0.0, device="auto"):
+    def __init__(self, fit_intercept=True, alpha=0.0, device="auto", rank=None):
         self.fit_intercept = fit_intercept
         self.alpha = alpha
         self.device = device
+        self.rank = rank
 
     def _moment_options(self):
         # The normal equations square the condition number of X: float64 statistics.
@@ -184,6 +192,11 @@ class AffineAligner(ClosedFormAligner):
         d_x = moments.gram_x.shape[0]
         rtol = np.finfo(np.float64).eps * max(d_x, np.sqrt(n_samples_seen))
         W = least_squares_from_gram(moments.gram_x, moments.cross, self.alpha, rtol=rtol)
+        if self.rank is not None and self.rank < min(W.shape):
+            # Principal directions of the fitted values X_c W (their covariance W^T G W).
+            _, evecs = scipy.linalg.eigh(W.T @ moments.gram_x @ W, check_finite=False)
+            V = evecs[:, ::-1][:, : self.rank]
+            W = (W @ V) @ V.T
         if self.fit_intercept:
             bias = moments.mean_y - moments.mean_x @ W
         else:

@@ -250,3 +250,28 @@ def test_bad_input_after_fit_is_rejected_clearly(rng):
         aligner.inverse_transform(rng.normal(size=(5, 3)))
     with pytest.raises(ValueError, match="target features"):
         aligner.partial_fit(rng.normal(size=(5, 3)), rng.normal(size=(5, 4)))
+
+
+@pytest.mark.parametrize("rank", [1, 3])
+def test_reduced_rank_recovers_a_planted_map_of_that_rank(rng, rank):
+    X = rng.normal(size=(200, 7)) * rng.uniform(0.2, 3, 7) + 1.0
+    A = rng.normal(size=(7, rank)) @ rng.normal(size=(rank, 5))
+    b = rng.normal(size=5)
+    aligner = AffineAligner(rank=rank, device="cpu").fit(X, X @ A + b)
+    np.testing.assert_allclose(aligner.W_, A, atol=1e-9)
+    np.testing.assert_allclose(aligner.bias_, b, atol=1e-9)
+    assert np.linalg.matrix_rank(aligner.W_) == rank
+
+
+def test_reduced_rank_is_the_best_fit_of_that_rank(rng):
+    """Reduced-rank regression: projecting the fitted values on their top principal
+    directions beats every other rank-r projection of the least-squares W (here: of W's
+    own top singular directions)."""
+    X = rng.normal(size=(300, 6))
+    Y = X @ rng.normal(size=(6, 6)) + 0.5 * rng.normal(size=(300, 6))
+    W = AffineAligner(fit_intercept=False).fit(X, Y).W_
+    low = AffineAligner(fit_intercept=False, rank=2).fit(X, Y)
+    U, _, Vt = np.linalg.svd(W)
+    naive = W @ Vt[:2].T @ Vt[:2]
+    assert np.linalg.matrix_rank(low.W_) == 2
+    assert np.sum((X @ low.W_ - Y) ** 2) <= np.sum((X @ naive - Y) ** 2) + 1e-9

@@ -1178,3 +1178,39 @@ def test_grid_refuses_before_any_fit(tmp_path, capsys, fitted, extra, message):
     assert_one_line_error(code, err, message)
     assert "top-1" not in err  # nothing was fitted
     assert no_output_left(tmp_path, "res.")
+
+
+@pytest.mark.filterwarnings("ignore:X does not have valid feature names")
+@pytest.mark.parametrize(
+    "method, extra",
+    [
+        ("whitened", []),
+        ("refined", []),
+        ("residual", ["--epochs", "2", "--seed", "0", "--lam", "1"]),
+    ],
+)
+def test_fit_with_the_newer_methods(tmp_path, capsys, planted, method, extra):
+    src, tgt = write_pair(tmp_path, planted, "parquet", "npy")
+    model_path = tmp_path / "m.skops"
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--method",
+        method,
+        "--source",
+        src,
+        "--target",
+        tgt,
+        "--id-column",
+        "id",
+        "--model",
+        model_path,
+        "--device",
+        "cpu",
+        *extra,
+    )
+    assert code == 0, err
+    model = load_model(model_path)  # skops, trusting only this package's types
+    assert model.n_features_in_ == D_X and model.n_targets_ == D_Y
+    _, X, Y, _ = planted
+    assert model.score(X, Y) > 0.9

@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import sklearn_compat
-from sklearn_compat import LambdaOrthAligner
+from sklearn_compat import LambdaOrthAligner, OrthogonalProcrustesAligner
 
 
 def public_estimators():
@@ -30,7 +30,7 @@ def public_estimators():
 
 # {class name: [parameter sets]}; a class without an entry is checked with its defaults.
 PARAMS = {
-    "AffineAligner": [{}, {"fit_intercept": False, "alpha": 0.5}],
+    "AffineAligner": [{}, {"fit_intercept": False, "alpha": 0.5}, {"rank": 1}],
     "OrthogonalProcrustesAligner": [
         {},
         {"center": True, "scale": True, "allow_reflection": False},
@@ -67,6 +67,15 @@ PARAMS = {
             "random_state": 0,
         },
     ],
+    "WhitenedProcrustesAligner": [
+        {},
+        {"normalize": False, "center": False, "reweight": 0.5, "n_components": 1},
+    ],
+    "RefinedProcrustesAligner": [
+        {},
+        {"estimator": OrthogonalProcrustesAligner(), "n_refinements": 1, "csls_k": 2},
+    ],
+    "ResidualAdapterAligner": [{"hidden": 4, "max_epochs": 2, "random_state": 0}],
 }
 
 # {class name: reason} of estimators that check_estimator cannot construct or feed.

@@ -5,7 +5,12 @@ import pytest
 import torch
 from sklearn.model_selection import GridSearchCV, KFold
 
-from sklearn_compat import AffineAligner, LambdaOrthAligner, OrthogonalProcrustesAligner
+from sklearn_compat import (
+    AffineAligner,
+    LambdaOrthAligner,
+    OrthogonalProcrustesAligner,
+    WhitenedProcrustesAligner,
+)
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -33,6 +38,8 @@ ESTIMATORS = [
     AffineAligner(fit_intercept=False, alpha=3.0),
     OrthogonalProcrustesAligner(),
     OrthogonalProcrustesAligner(center=True, scale=True),
+    WhitenedProcrustesAligner(),
+    WhitenedProcrustesAligner(normalize=False, reweight=0.5, n_components=3),
 ]
 
 

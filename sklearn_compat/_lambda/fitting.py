@@ -91,6 +91,8 @@ class FittedMap:
         """This map as the start of another fit."""
         return StartMap(self.W, self.bias, self.forward)
 
+    mlp: list | None = None  # weights of a residual MLP (ResidualAdapterAligner)
+
 
 def resolve_lam(lam, d_x, d_y):
     """The threshold a ``lam`` parameter means: "auto" is ``0.5 * sqrt(min(d_x, d_y))``."""
@@ -177,9 +179,19 @@ def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=Non
     # caller's global torch RNG.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(rng.randint(0, 2**31 - 1)))
-        backward = AffineAdapter(
-            d_x, d_y, bias=settings.fit_intercept, strict=settings.strict, weight=W0, bias_init=b0
-        ).to(device)
+        # A subclass may add to the affine adapter (ResidualAdapterAligner: a residual MLP).
+        make = getattr(settings, "_backward_adapter", None)
+        if make is not None:
+            backward = make(d_x, d_y, W0, b0).to(device)
+        else:
+            backward = AffineAdapter(
+                d_x,
+                d_y,
+                bias=settings.fit_intercept,
+                strict=settings.strict,
+                weight=W0,
+                bias_init=b0,
+            ).to(device)
     forward = None
     if settings.bidirectional:
         warm_forward = start is not None and start.forward is not None
@@ -226,7 +238,19 @@ def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=Non
             forward.weight.detach().cpu().double().numpy(),
             forward.bias.detach().cpu().double().numpy() * y_scale,
         )
+    residual = getattr(backward, "residual", None)
+    mlp = None
+    if residual is not None:
+        # The MLP saw x / x_scale and produced units of y / y_scale: fold both in.
+        first, last = residual[0], residual[2]
+        mlp = [
+            first.weight.detach().cpu().double().numpy().T / x_scale,
+            first.bias.detach().cpu().double().numpy(),
+            last.weight.detach().cpu().double().numpy().T * y_scale,
+            last.bias.detach().cpu().double().numpy() * y_scale,
+        ]
     return FittedMap(
+        mlp=mlp,
         W=Q * (y_scale / x_scale),
         bias=c * y_scale,
         forward=fitted_forward,
@@ -258,6 +282,8 @@ def store_fit(estimator, fitted, *, accumulate=False):
     estimator.history_ = history
     estimator.n_epochs_ = int(n_epochs)
     estimator.best_epoch_ = fitted.best_epoch
+    if hasattr(estimator, "_backward_adapter"):  # ResidualAdapterAligner
+        estimator.mlp_weights_ = [] if fitted.mlp is None else fitted.mlp
     if fitted.forward is not None:
         estimator.forward_W_, estimator.forward_bias_ = fitted.forward
     else:

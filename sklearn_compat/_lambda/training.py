@@ -99,6 +99,9 @@ class Objective:
         cfg = self.config
         W = backward.weight  # read once: with ``strict`` each read recomputes the map
         z = xb @ W if backward.bias is None else torch.addmm(backward.bias, xb, W)
+        residual = getattr(backward, "residual", None)
+        if residual is not None:  # a residual MLP on top of the affine part
+            z = z + residual(xb)
         alignment = (z - yb).pow(2).sum(dim=1).mean()
         total = cfg.alignment_weight * alignment
         parts = [alignment]

@@ -197,6 +197,13 @@ METHODS = {
         "LambdaOrthAligner",
         {"lam": "lam", **_TRAINING, "device": "device"},
     ),
+    "whitened": Method("whitened", "WhitenedProcrustesAligner", {"device": "device"}),
+    "refined": Method("refined", "RefinedProcrustesAligner", {"device": "device"}),
+    "residual": Method(
+        "residual",
+        "ResidualAdapterAligner",
+        {"lam": "lam", **_TRAINING, "device": "device"},
+    ),
 }
 
 

@@ -1,0 +1,99 @@
+"""The multi-step linear map of Artetxe et al. (AAAI 2018) from sufficient statistics.
+
+Everything here is small float64 linear algebra on (d, d) matrices: the covariances and the
+cross product of the paired rows go in, the (d_x, d_y) map comes out.
+"""
+
+import numpy as np
+import scipy.linalg
+
+__all__ = ["MultiStepMap", "multi_step_map", "psd_power", "unit_rows"]
+
+
+def psd_power(C, power, *, rtol=None):
+    """``C ** power`` of a symmetric positive semi-definite matrix (float64).
+
+    Eigenvalues at or below ``rtol * largest`` count as exactly zero, so a negative power
+    is the Moore-Penrose (pseudo-) power: rank-deficient covariances (fewer rows than
+    features, duplicated columns) whiten the directions they have and drop the rest.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_compat._core.whitening import psd_power
+    >>> psd_power(np.diag([4.0, 0.0]), -0.5)
+    array([[0.5, 0. ],
+           [0. , 0. ]])
+    """
+    C = np.asarray(C, dtype=np.float64)
+    d = C.shape[0]
+    if rtol is None:
+        rtol = d * np.finfo(np.float64).eps
+    evals, evecs = scipy.linalg.eigh((C + C.T) / 2, check_finite=False)
+    if d == 0 or evals[-1] <= 0:
+        return np.zeros_like(C)
+    keep = evals > rtol * evals[-1]
+    V = evecs[:, keep]
+    return (V * evals[keep] ** power) @ V.T
+
+
+class MultiStepMap:
+    """The pieces of the fitted map: ``W`` (d_x, d_y) and the singular values."""
+
+    def __init__(self, W, singular_values):
+        self.W = W
+        self.singular_values = singular_values
+
+
+def multi_step_map(gram_x, gram_y, cross, *, whiten, reweight, dewhiten, n_components, rtol):
+    """The map ``x -> x W`` into Y's coordinates of Artetxe et al.'s framework.
+
+    Steps (with ``C_x = X^T X``, ``C_y = Y^T Y``, ``C_xy = X^T Y``):
+
+    1. whitening ``W_x1 = C_x^(-1/2)``, ``W_y1 = C_y^(-1/2)`` (identity if not ``whiten``);
+    2. orthogonal mapping: ``W_x1 C_xy W_y1 = U S V^T`` (thin SVD; with whitening, ``S``
+       are the canonical correlations);
+    3. re-weighting of the source side by ``S ** reweight``;
+    4. de-whitening of the source side by ``U^T C_x^(1/2) U`` ("source") or
+       ``V^T C_y^(1/2) V`` ("target"), or not at all ("none");
+    5. dimensionality reduction: the first ``n_components`` directions.
+
+    The target side is left orthogonal (``V``, not re-weighted, de-whitened with respect
+    to itself), so the shared space is a rotation of Y's own: ``W = W_x V_k^T`` maps into
+    Y's coordinates and cosine retrieval against the raw Y rows equals retrieval in the
+    shared space.
+    """
+    if whiten:
+        Wx1 = psd_power(gram_x, -0.5, rtol=rtol)
+        Wy1 = psd_power(gram_y, -0.5, rtol=rtol)
+        M = Wx1 @ cross @ Wy1
+    else:
+        Wx1 = np.eye(gram_x.shape[0])
+        M = np.asarray(cross, dtype=np.float64)
+    U, S, Vt = scipy.linalg.svd(M, full_matrices=False, lapack_driver="gesvd")
+    k = S.shape[0] if n_components is None else min(int(n_components), S.shape[0])
+    U, S, V = U[:, :k], S[:k], Vt[:k].T
+    source = Wx1 @ U
+    if reweight:
+        # Zero singular values stay zero whatever the power (0 ** 0 would give 1).
+        source = source * np.where(S > 0, S, 0.0) ** reweight
+    if whiten and dewhiten == "source":
+        source = source @ (U.T @ psd_power(gram_x, 0.5, rtol=rtol) @ U)
+    elif whiten and dewhiten == "target":
+        source = source @ (V.T @ psd_power(gram_y, 0.5, rtol=rtol) @ V)
+    return MultiStepMap(source @ V.T, S)
+
+
+def unit_rows(A):
+    """Rows of ``A`` scaled to unit L2 norm (zero rows stay zero); numpy, torch or Dask."""
+    if hasattr(A, "new_zeros"):  # torch
+        import torch
+
+        return torch.nn.functional.normalize(A, dim=1)
+    if type(A).__module__.startswith("dask"):
+        import dask.array as da
+
+        norms = da.sqrt((A * A).sum(axis=1, keepdims=True))
+        return A / da.maximum(norms, np.finfo(A.dtype).tiny)
+    norms = np.linalg.norm(A, axis=1, keepdims=True)
+    return A / np.maximum(norms, np.finfo(A.dtype).tiny)

@@ -1,0 +1,233 @@
+"""Whitened orthogonal mapping: the multi-step framework of Artetxe et al. (AAAI 2018)."""
+
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._core.backend import apply_affine, is_dask_collection
+from ._core.base import BaseAligner
+from ._core.pair_stats import batch_moments
+from ._core.validation import pick_target
+from ._core.whitening import multi_step_map, unit_rows
+
+__all__ = ["WhitenedProcrustesAligner"]
+
+
+class WhitenedProcrustesAligner(BaseAligner):
+    """Whiten both spaces, map orthogonally, re-weight and de-whiten (vecmap's framework).
+
+    Artetxe, Labaka and Agirre, "Generalizing and improving bilingual word embedding
+    mappings with a multi-step framework of linear transformations", AAAI 2018, show that
+    many linear cross-space maps are one sequence of optional steps: normalisation,
+    whitening of each side, an orthogonal map between the whitened spaces, re-weighting by
+    the singular values, de-whitening and dimensionality reduction.  This estimator fits
+    that sequence in closed form from the covariances and the cross product of the paired
+    rows and returns the composed map into Y's coordinates.
+
+    The target side is kept orthogonal (not re-weighted, de-whitened with respect to
+    itself), so ``transform(X)`` can be compared with the raw Y rows, the old index, as
+    they are.  With the default settings the map is ``C_x^(-1/2) U V^T C_y^(1/2)``, with
+    ``U S V^T`` the SVD of the whitened cross-covariance (``S`` are the canonical
+    correlations): it whitens X, rotates it onto whitened Y and gives it Y's covariance.
+    For noise-free ``Y = X A`` with any invertible ``A`` it recovers ``A`` exactly, where
+    plain Procrustes recovers only orthogonal maps.  On real pairs of differently trained
+    models, whose spaces differ by more than a rotation, it retrieves markedly better
+    than Procrustes (see ``benchmarks/RESULTS.md``).
+
+    Parameters
+    ----------
+    normalize : bool, default=True
+        Scale the rows of X and Y to unit length before everything else (the first step
+        of the paper's recommended normalisation).  ``transform`` normalises X's rows
+        too, so the map is then no longer affine in the raw X.
+    center : bool, default=True
+        Subtract the (weighted) column means after normalising; ``transform`` adds Y's
+        mean back, so its output lives where the (normalised) Y rows do.
+    whiten : bool, default=True
+        Whiten each side by the inverse square root of its covariance.  False reduces the
+        map to Procrustes (with ``reweight=0``).
+    reweight : float >= 0, default=0.0
+        Power of the singular values ``S`` that re-weights the source side.  0 gives the
+        exact recovery above; 0.5 and 1 are the paper's other settings (they stretch the
+        more correlated directions).
+    dewhiten : {"target", "source"}, default="target"
+        De-whiten the source side with respect to Y's covariance (the map then gives Y's
+        covariance, right for retrieval against the raw Y rows) or X's own (keeps more of
+        X's geometry).  Unused without ``whiten``.  (The paper's third choice, no
+        de-whitening, leaves the output whitened, which only makes sense against whitened
+        Y rows, so it is not offered.)
+    n_components : int or None, default=None
+        Keep only the ``n_components`` most correlated directions (dimensionality
+        reduction, the last step); ``None`` keeps ``min(d_x, d_y)``.
+    device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
+        Where the covariances and transforms are computed.  The small (d, d) algebra
+        runs in float64 on the CPU.
+
+    Attributes
+    ----------
+    W_ : ndarray of shape (n_features_in_, n_targets_)
+        The composed linear map (on normalised, centred rows), float64.
+    mean_x_ : ndarray of shape (n_features_in_,)
+        Mean of the (normalised) X rows, zeros unless ``center``.
+    mean_y_ : ndarray of shape (n_targets_,)
+        Mean of the (normalised) Y rows, zeros unless ``center``.
+    singular_values_ : ndarray of shape (n_components_,)
+        Singular values of the (whitened) cross-covariance: the canonical correlations
+        when ``whiten``.
+    n_components_ : int
+        Directions kept.
+    n_features_in_ : int
+        Width of X.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of X, when X was a DataFrame with string columns.
+
+    See Also
+    --------
+    OrthogonalProcrustesAligner : the orthogonal map alone (``whiten=False``).
+    AffineAligner : least squares, which also fits Y's covariance but not its geometry.
+    RefinedProcrustesAligner : adds pairs induced from unpaired rows.
+
+    Notes
+    -----
+    The statistics are the means, ``X^T X``, ``Y^T Y`` and ``X^T Y`` of the (normalised,
+    centred) rows, accumulated on ``device`` in float64 (whitening takes inverse square
+    roots, which need the precision) chunk by chunk, so Dask arrays are reduced blockwise
+    on the cluster like :class:`AffineAligner`'s.  Directions whose covariance eigenvalue
+    is at most ``max(d, sqrt(n)) * eps`` times the largest count as absent (the
+    pseudo-inverse square root), so fewer rows than features are no error.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_compat import WhitenedProcrustesAligner
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 5)) * [5.0, 2.0, 1.0, 0.5, 0.1]
+    >>> A = rng.normal(size=(5, 4))
+    >>> aligner = WhitenedProcrustesAligner(normalize=False, center=False).fit(X, X @ A)
+    >>> bool(np.allclose(aligner.W_, np.linalg.lstsq(X, X @ A, rcond=None)[0]))
+    True
+    >>> aligner.score(X, X @ A)
+    1.0
+    """
+
+    _parameter_constraints: dict = {
+        "normalize": ["boolean"],
+        "center": ["boolean"],
+        "whiten": ["boolean"],
+        "reweight": [Interval(Real, 0, None, closed="left")],
+        "dewhiten": [StrOptions({"target", "source"})],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "device": [str, torch.device],
+    }
+
+    def __init__(
+        self,
+        normalize=True,
+        center=True,
+        whiten=True,
+        reweight=0.0,
+        dewhiten="target",
+        n_components=None,
+        device="auto",
+    ):
+        self.normalize = normalize
+        self.center = center
+        self.whiten = whiten
+        self.reweight = reweight
+        self.dewhiten = dewhiten
+        self.n_components = n_components
+        self.device = device
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, Y=None, sample_weight=None, *, y=None):
+        """Fit the map from paired rows.
+
+        Parameters
+        ----------
+        X : array-like, torch.Tensor or dask array of shape (n_samples, n_features)
+            Source embeddings (the space to map from).
+        Y : array-like, torch.Tensor or dask array of shape (n_samples, n_targets)
+            Target embeddings of the same items in the same row order.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights; integer weights equal repeating rows.
+        y : array-like, default=None
+            Alias of ``Y`` under scikit-learn's usual name.
+
+        Returns
+        -------
+        self : object
+            Fitted aligner.
+        """
+        Y = pick_target(Y, y)
+        options = {"centered": self.center, "need_gram": True, "stats_dtype": np.float64}
+        # A second, throwaway aligner reduces (Y, X) for Y's covariance, so that both
+        # passes share the validated, device- and Dask-aware statistics code.
+        helper = BaseAligner()
+        helper.device = self.device
+        if is_dask_collection(X, Y, sample_weight):
+            from ._core.dask import _as_dask_2d
+
+            X, Y = _as_dask_2d(X, "X"), _as_dask_2d(Y, "Y")
+            if self.normalize:
+                X, Y = unit_rows(X), unit_rows(Y)
+            xy, n_rows = batch_moments(self, X, Y, sample_weight, reset=True, **options)
+        else:
+            X, Y = self._validate_pair(X, Y, reset=True, keep_tensors=True)
+            if self.normalize:
+                X, Y = unit_rows(X), unit_rows(Y)
+            xy, n_rows = batch_moments(helper, X, Y, sample_weight, reset=True, **options)
+        yy, _ = batch_moments(helper, Y, X, sample_weight, reset=True, **options)
+        if xy.weight <= 0:
+            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+        d_x, d_y = xy.cross.shape
+        rtol = np.finfo(np.float64).eps * max(d_x, d_y, np.sqrt(n_rows))
+        fitted = multi_step_map(
+            xy.gram_x,
+            yy.gram_x,
+            xy.cross,
+            whiten=self.whiten,
+            reweight=float(self.reweight),
+            dewhiten=self.dewhiten,
+            n_components=self.n_components,
+            rtol=rtol,
+        )
+        self.W_ = fitted.W
+        self.singular_values_ = fitted.singular_values
+        self.n_components_ = int(fitted.singular_values.shape[0])
+        self.mean_x_ = xy.mean_x.copy() if self.center else np.zeros(d_x)
+        self.mean_y_ = xy.mean_y.copy() if self.center else np.zeros(d_y)
+        self.n_samples_seen_ = int(n_rows)
+        return self
+
+    def _affine_map(self):
+        """The affine part, applied to X's rows after the (optional) normalisation."""
+        return self.W_, self.mean_y_ - self.mean_x_ @ self.W_
+
+    def transform(self, X):
+        """Map X into Y's space: normalise the rows (if ``normalize``), then ``x W + b``.
+
+        Parameters
+        ----------
+        X : array-like, torch.Tensor or dask array of shape (n_samples, n_features_in_)
+            Source embeddings.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_targets_)
+            In X's float dtype (a lazy Dask array for Dask input).
+        """
+        if is_dask_collection(X):
+            from ._core.dask import _as_dask_2d, dask_transform
+
+            check_is_fitted(self)
+            X = _as_dask_2d(X, "X")
+            return dask_transform(self, unit_rows(X) if self.normalize else X)
+        X = self._validate_X(X)
+        if self.normalize:
+            X = unit_rows(X)
+        A, b = self._affine_map()
+        return apply_affine(X, A, b, self._compute_device())
