@@ -21,6 +21,11 @@ Geometry:
 - :func:`neighbourhood_preservation`: k-neighbourhoods kept by a map;
 - :func:`alignability`: the Gram-matrix diagnostic and Procrustes bounds.
 
+Deciding an upgrade:
+
+- :func:`compatibility_report`: old, bridged and re-indexed retrieval side by side, the
+  bridge's retention with confidence intervals, and a one-line decision.
+
 Model selection:
 
 - :func:`make_retrieval_scorer`, :func:`make_multi_retrieval_scorer`,
@@ -29,6 +34,7 @@ Model selection:
 
 from ._alignability import alignability
 from ._backfill import backfilling_auc, backfilling_curve, backfilling_order
+from ._report import CompatibilityReport, compatibility_report
 from ._retrieval import (
     cmc_topk_accuracy,
     mean_average_precision,
@@ -43,11 +49,13 @@ from ._scorers import (
 )
 
 __all__ = [
+    "CompatibilityReport",
     "alignability",
     "backfilling_auc",
     "backfilling_curve",
     "backfilling_order",
     "cmc_topk_accuracy",
+    "compatibility_report",
     "get_retrieval_scorer_names",
     "make_multi_retrieval_scorer",
     "make_retrieval_scorer",
