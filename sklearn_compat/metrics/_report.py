@@ -119,9 +119,7 @@ class CompatibilityReport:
         lines.append("")
         level = f"{self.confidence:.0%}"
         for system in ("bridge", "bridge_centred"):
-            parts = [
-                f"{m} {_interval(*value)}" for m, value in self.retention[system].items()
-            ]
+            parts = [f"{m} {_interval(*value)}" for m, value in self.retention[system].items()]
             lines.append(f"retention of {system} ({level} CI): " + ", ".join(parts))
         a = self.alignability
         lines.append(
@@ -171,11 +169,15 @@ class CompatibilityReport:
         ]
         if self.backfill is not None:
             out += ["", f"## Backfilling ({self.backfill['metric']})", ""]
-            out.append("| re-embedded share | " + " | ".join(
-                f"{b:.0%}" for b in self.backfill["betas"]) + " |")
+            out.append(
+                "| re-embedded share | "
+                + " | ".join(f"{b:.0%}" for b in self.backfill["betas"])
+                + " |"
+            )
             out.append("|---" * (len(self.backfill["betas"]) + 1) + "|")
-            out.append("| value | " + " | ".join(
-                f"{v:.3f}" for v in self.backfill["values"]) + " |")
+            out.append(
+                "| value | " + " | ".join(f"{v:.3f}" for v in self.backfill["values"]) + " |"
+            )
             out += [
                 "",
                 "Re-embed first (gallery rows, farthest from their class first): "
@@ -210,8 +212,12 @@ class CompatibilityReport:
         if self.backfill is not None:
             ax = axes[0, 1]
             ax.plot(self.backfill["betas"], self.backfill["values"], marker="o", label="bridge")
-            ax.axhline(self.metrics["reindex"].get(self.backfill["cmc_name"], np.nan),
-                       ls="--", c="k", label="re-index")
+            ax.axhline(
+                self.metrics["reindex"].get(self.backfill["cmc_name"], np.nan),
+                ls="--",
+                c="k",
+                label="re-index",
+            )
             ax.set_xlabel("share of the gallery re-embedded")
             ax.set_ylabel(self.backfill["metric"])
             ax.set_ylim(0, 1.05)
@@ -396,8 +402,14 @@ def compatibility_report(
         for s, (Q, G) in systems.items():
             stats = {
                 want: label_rank_stats(
-                    Q, G, query_codes, codes, exclude_self=item_mode, want=want,
-                    device=device, budget=memory_budget,
+                    Q,
+                    G,
+                    query_codes,
+                    codes,
+                    exclude_self=item_mode,
+                    want=want,
+                    device=device,
+                    budget=memory_budget,
                 )
                 for want in ("rank", "ap")
             }
@@ -412,7 +424,9 @@ def compatibility_report(
     }
     for s in SYSTEMS:
         for kk in ks:
-            per_query[s][f"agreement@{kk}"] = _overlap(neighbours[s][kk], neighbours["reindex"][kk])
+            per_query[s][f"agreement@{kk}"] = _overlap(
+                neighbours[s][kk], neighbours["reindex"][kk]
+            )
 
     metrics = {s: {m: float(np.mean(v)) for m, v in per_query[s].items()} for s in SYSTEMS}
     retention = _bootstrap_retention(
@@ -420,7 +434,10 @@ def compatibility_report(
     )
     K = ks[-1]
     primary = (
-        f"recall@{K}" if targets is not None else f"cmc@{K}" if codes is not None
+        f"recall@{K}"
+        if targets is not None
+        else f"cmc@{K}"
+        if codes is not None
         else f"agreement@{K}"
     )
     decision = _decision(retention, primary, min_retention)
