@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-import sklearn_compat._core.base as base
+import sklearn_compat._core.backend as backend
 from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat.io import linear_form
 
@@ -33,12 +33,12 @@ def _seconds(func, number):
 
 def _full_path(aligner, x):
     """``transform`` with the small-input path switched off (the code before it)."""
-    small_rows = base._FAST_PATH_MAX_ROWS
-    base._FAST_PATH_MAX_ROWS = 0
+    small_rows = backend.SMALL_INPUT_ROWS
+    backend.SMALL_INPUT_ROWS = 0
     try:
         return aligner.transform(x)
     finally:
-        base._FAST_PATH_MAX_ROWS = small_rows
+        backend.SMALL_INPUT_ROWS = small_rows
 
 
 def main(argv=None):

@@ -15,6 +15,8 @@ import torch
 from sklearn.utils import check_random_state
 
 __all__ = [
+    "SMALL_INPUT_ROWS",
+    "numpy_affine",
     "is_dask_collection",
     "resolve_device",
     "as_numpy_input",
@@ -236,3 +238,43 @@ def one_line_errors():
         if first == message:
             raise
         raise ValueError(first) from None
+
+
+# Rows per transform chunk: the device holds one chunk of input and output at a time, so
+# a 10M-row X is never copied to a GPU whole (and the host keeps only the output).
+_TRANSFORM_CHUNK_ROWS = 65536
+
+
+# Inputs of at most this many rows on the CPU are multiplied with numpy: for a query or a
+# small batch a torch dispatch costs more than the product (see BaseAligner.transform's
+# small-input path, which shares the kernel, so results never depend on the path).
+SMALL_INPUT_ROWS = 1024
+
+
+def numpy_affine(X, A, b):
+    """``X @ A + b`` with numpy, ``A`` and ``b`` already in X's dtype."""
+    out = X @ A
+    out += b
+    return out
+
+
+def apply_affine(X, A, b, device):
+    """``X @ A + b`` computed with torch on ``device`` in X's dtype; returns numpy.
+
+    Computed in row chunks written into one output array, so device memory stays bounded
+    whatever the number of rows.  A few rows on the CPU are multiplied with numpy
+    (:data:`SMALL_INPUT_ROWS`).
+    """
+    if device.type == "cpu" and X.shape[0] <= SMALL_INPUT_ROWS:
+        return numpy_affine(X, np.asarray(A).astype(X.dtype), np.asarray(b).astype(X.dtype))
+    dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+    At = to_torch(A, device, dtype)
+    bt = to_torch(b, device, dtype)
+    out = np.empty(
+        (X.shape[0], At.shape[1]), dtype=np.float64 if dtype == torch.float64 else np.float32
+    )
+    for start in range(0, X.shape[0], _TRANSFORM_CHUNK_ROWS):
+        stop = start + _TRANSFORM_CHUNK_ROWS
+        Xt = to_torch(X[start:stop], device, dtype)
+        out[start:stop] = torch.addmm(bt, Xt, At).cpu().numpy()
+    return out

@@ -19,16 +19,15 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._core.backend import as_numpy_input
-from .._core.ranking import (
+from .._core.ranking import label_rank_stats, target_ranks, topk_indices
+from .._core.validation import (
     check_embeddings,
+    check_positive_int,
+    check_same_rows,
     encode_labels,
-    label_rank_stats,
-    target_ranks,
-    topk_indices,
 )
 from ._alignability import alignability
 from ._backfill import backfilling_curve, backfilling_order
-from ._retrieval import check_positive_int, check_same_rows
 
 __all__ = ["CompatibilityReport", "compatibility_report"]
 
