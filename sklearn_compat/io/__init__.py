@@ -34,6 +34,7 @@ Examples
 
 from ._common import FORMATS, ColumnSpec, InputError, table_format
 from ._export import EXPORT_FORMATS, aligned_faiss_index, export_map, linear_form
+from ._fingerprint import model_fingerprint
 from ._join import DUPLICATE_POLICIES, JoinReport, join_on_ids
 from ._model_files import load_model, model_format, save_model
 from ._read import Batch, TableReader, open_table, read_table
@@ -56,6 +57,7 @@ __all__ = [
     "join_on_ids",
     "linear_form",
     "load_model",
+    "model_fingerprint",
     "model_format",
     "open_table",
     "read_table",

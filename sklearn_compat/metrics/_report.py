@@ -223,7 +223,7 @@ class CompatibilityReport:
             ax.legend(fontsize=7)
             ax.set_title("backfilling", fontsize=9)
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=100, format="png")
         plt.close(fig)
         return path
 
