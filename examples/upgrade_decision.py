@@ -21,16 +21,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat.io import export_map
 from sklearn_compat.metrics import compatibility_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quickstart import train_embedder  # noqa: E402 - the quickstart's two small models
+from quickstart import digit_models  # noqa: E402 - the quickstart's two small models
 
 
 def deploy_with_faiss(aligner, new_queries, old_gallery, out_dir, k=10):
@@ -63,14 +60,7 @@ def main(argv=None):
     out_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="upgrade_decision_"))
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    torch.set_num_threads(1)
-    digits = load_digits()
-    X = (digits.data / 16.0).astype(np.float32)
-    X_train, X_test, y_train, y_test = train_test_split(
-        X, digits.target, test_size=0.4, stratify=digits.target, random_state=0
-    )
-    old = train_embedder(X_train, y_train, seed=1)
-    new = train_embedder(X_train, y_train, seed=2)
+    X_train, X_test, y_train, y_test, old, new = digit_models()
     aligner = OrthogonalProcrustesAligner(center=True).fit(new(X_train), old(X_train))
 
     # The decision, on items the map never saw.
