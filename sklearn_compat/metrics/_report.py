@@ -305,7 +305,8 @@ def compatibility_report(
         Level of the percentile intervals.
     min_retention : float, default=0.95
         The bridge is recommended when the lower bound of its retention of the decision
-        metric is at least this.
+        metric is at least this (the plain bridge, else the centred one when that clears
+        the bar; the line says which).
     backfill_steps : int, default=10
         Points of the backfilling curve minus one.
     random_state : int, RandomState instance or None, default=None
@@ -439,7 +440,8 @@ def compatibility_report(
         if codes is not None
         else f"agreement@{K}"
     )
-    decision = _decision(retention, primary, min_retention)
+    old_value = metrics["old"][primary] if primary.startswith("agreement") else None
+    decision = _decision(retention, primary, min_retention, old_value)
 
     backfill = None
     if codes is not None:
@@ -545,9 +547,21 @@ def _bootstrap_retention(per_query, n_bootstrap, confidence, rng):
     return out
 
 
-def _decision(retention, primary, min_retention):
-    estimate, low, high = retention["bridge"][primary]
-    keeps = f"{_interval(estimate, low, high)} of re-index {primary}"
-    if np.isfinite(low) and low >= min_retention:
-        return f"bridge: it keeps {keeps}"
-    return f"re-index: the bridge keeps only {keeps} (needs {_pct(min_retention)})"
+def _decision(retention, primary, min_retention, old_value=None):
+    """The one-line verdict: the better bridge (by its lower bound) if it clears the bar."""
+
+    def lower(system):
+        low = retention[system][primary][1]
+        return low if np.isfinite(low) else -np.inf
+
+    best = max(("bridge", "bridge_centred"), key=lower)  # ties: the plain bridge
+    keeps = f"{_interval(*retention[best][primary])} of re-index {primary}"
+    if lower(best) >= min_retention:
+        how = "bridge" if best == "bridge" else "bridge with the gallery centred by its mean"
+        return f"{how}: it keeps {keeps}"
+    context = f"needs {_pct(min_retention)}"
+    if old_value is not None:
+        # Two models share only part of their neighbourhoods: today's system for scale.
+        context += f"; the old system itself: {_pct(old_value)}"
+    keeps = f"{_interval(*retention['bridge'][primary])} of re-index {primary}"
+    return f"re-index: the bridge keeps only {keeps} ({context})"
