@@ -38,7 +38,7 @@ SYSTEM_NAMES = {
     "bridge_centred": "bridge, centred gallery: no re-embedding",
     "reindex": "re-index (new queries, new gallery)",
 }
-# Rows of bootstrap replicates drawn at once (each a multinomial count per query).
+# Bootstrap replicates drawn at once (each a multinomial count per query).
 _BOOTSTRAP_CHUNK = 64
 
 
@@ -508,8 +508,13 @@ def _check_targets(query_targets, n_queries, n_gallery):
 
 def _overlap(found, reference):
     """Per row, the share of ``reference``'s items that ``found`` holds (same width)."""
-    k = reference.shape[1]
-    shared = (found[:, :, None] == reference[:, None, :]).any(axis=2).sum(axis=1)
+    n, k = reference.shape
+    shared = np.empty(n)
+    # Row blocks keep the (rows, k, k) comparison near 16 MB whatever n and k.
+    step = max(1, (1 << 24) // (k * k))
+    for start in range(0, n, step):
+        f, r = found[start : start + step], reference[start : start + step]
+        shared[start : start + step] = (f[:, :, None] == r[:, None, :]).any(axis=2).sum(axis=1)
     return shared / k
 
 
@@ -526,8 +531,10 @@ def _bootstrap_retention(per_query, n_bootstrap, confidence, rng):
         V = np.column_stack([per_query[s][m] for s, m in group])
         index = {key: j for j, key in enumerate(group)}
         sums = []
-        for start in range(0, n_bootstrap, _BOOTSTRAP_CHUNK):
-            size = min(_BOOTSTRAP_CHUNK, n_bootstrap - start)
+        # Replicates per draw: at most 64, and at most about 4M counts held at once.
+        chunk = max(1, min(_BOOTSTRAP_CHUNK, (1 << 22) // n))
+        for start in range(0, n_bootstrap, chunk):
+            size = min(chunk, n_bootstrap - start)
             counts = rng.multinomial(n, np.full(n, 1.0 / n), size=size)
             sums.append(counts @ V)
         sums = np.vstack(sums)
