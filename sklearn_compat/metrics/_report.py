@@ -10,6 +10,8 @@ Three systems a user chooses between, compared on held-out items:
 - **re-index**: new-model queries against the new gallery (the cost the bridge avoids).
 
 Retention is bridge / re-index, with paired bootstrap confidence intervals over queries.
+The report adds the Gram-matrix alignability diagnostic of Maystre et al. (2025) and the
+partial-backfilling curve of Ricci et al. (NeurIPS 2025); see docs/methods.md.
 """
 
 import json
