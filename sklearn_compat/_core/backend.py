@@ -16,7 +16,6 @@ from sklearn.utils import check_random_state
 
 __all__ = [
     "SMALL_INPUT_ROWS",
-    "numpy_affine",
     "is_dask_collection",
     "resolve_device",
     "as_numpy_input",
@@ -245,28 +244,17 @@ def one_line_errors():
 _TRANSFORM_CHUNK_ROWS = 65536
 
 
-# Inputs of at most this many rows on the CPU are multiplied with numpy: for a query or a
-# small batch a torch dispatch costs more than the product (see BaseAligner.transform's
-# small-input path, which shares the kernel, so results never depend on the path).
+# Inputs of at most this many rows take BaseAligner.transform's small-input path (light
+# checks, a cached map); larger ones are validated in full and mapped in chunks.
 SMALL_INPUT_ROWS = 1024
-
-
-def numpy_affine(X, A, b):
-    """``X @ A + b`` with numpy, ``A`` and ``b`` already in X's dtype."""
-    out = X @ A
-    out += b
-    return out
 
 
 def apply_affine(X, A, b, device):
     """``X @ A + b`` computed with torch on ``device`` in X's dtype; returns numpy.
 
     Computed in row chunks written into one output array, so device memory stays bounded
-    whatever the number of rows.  A few rows on the CPU are multiplied with numpy
-    (:data:`SMALL_INPUT_ROWS`).
+    whatever the number of rows.
     """
-    if device.type == "cpu" and X.shape[0] <= SMALL_INPUT_ROWS:
-        return numpy_affine(X, np.asarray(A).astype(X.dtype), np.asarray(b).astype(X.dtype))
     dtype = torch.float64 if X.dtype == np.float64 else torch.float32
     At = to_torch(A, device, dtype)
     bt = to_torch(b, device, dtype)

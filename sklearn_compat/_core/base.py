@@ -23,9 +23,9 @@ from .backend import (
     check_tensor,
     checked_input,
     is_dask_collection,
-    numpy_affine,
     one_line_errors,
     resolve_device,
+    to_torch,
 )
 from .ranking import paired_ranks
 from .validation import (
@@ -268,7 +268,7 @@ class BaseAligner(TransformerMixin, BaseEstimator):
 # The query path: a retrieval service maps a handful of rows per request, where the full
 # validation and conversions cost far more than the product itself.  Clean small numpy
 # input on a CPU model is checked lightly (type, width, dtype, finiteness) and multiplied
-# with numpy by a cached copy of the map in its dtype; anything else (other types, a wrong
+# by a cached copy of the map in its dtype; anything else (other types, a wrong
 # width, NaN/inf, a model fitted with feature names, a GPU model) takes the full path,
 # which validates and words its errors as always.
 # Per model: the state the cached map was derived from, and the map per input dtype.  Kept
@@ -299,10 +299,15 @@ def _small_transform(model, X):
     # path, which then checks element by element.
     if not np.isfinite(X.sum()):
         return None
-    A, b = maps.get(X.dtype) or maps.setdefault(
-        X.dtype, (maps["A"].astype(X.dtype), maps["b"].astype(X.dtype))
-    )
-    return numpy_affine(X, A, b)
+    A, b = maps.get(X.dtype) or maps.setdefault(X.dtype, _cpu_map(maps, X.dtype))
+    # torch's kernel, as apply_affine uses: a row maps to the same bits whatever the batch
+    # it comes in (the command line's batch size never changes its output).
+    return torch.addmm(b, torch.from_numpy(X), A).numpy()
+
+
+def _cpu_map(maps, dtype):
+    torch_dtype = torch.float64 if dtype == np.float64 else torch.float32
+    return to_torch(maps["A"], "cpu", torch_dtype), to_torch(maps["b"], "cpu", torch_dtype)
 
 
 def _model_state(model):

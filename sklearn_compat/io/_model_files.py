@@ -55,7 +55,7 @@ def model_format(path, requested=None):
 def save_model(model, path, *, format=None, force=False, training_ids=None, n_training_rows=None):
     """Write a fitted model atomically, with its fingerprint; returns the format used.
 
-    The file holds a shallow copy of ``model`` carrying ``fingerprint_`` (see
+    The file holds a shallow copy of a fitted ``model`` carrying ``fingerprint_`` (see
     :func:`model_fingerprint`); ``model`` itself is left as it is.
 
     Parameters
@@ -95,12 +95,12 @@ def save_model(model, path, *, format=None, force=False, training_ids=None, n_tr
     ('skops', True)
     """
     fmt = model_format(path, format)
-    check_is_fitted(model)
-    stamped = copy.copy(model)
-    stamped.fingerprint_ = model_fingerprint(
-        model, training_ids=training_ids, n_training_rows=n_training_rows
-    )
-    model = stamped
+    if _is_fitted(model):
+        stamped = copy.copy(model)
+        stamped.fingerprint_ = model_fingerprint(
+            model, training_ids=training_ids, n_training_rows=n_training_rows
+        )
+        model = stamped
     with AtomicOutput(path, force=force) as out:
         if fmt == "skops":
             try:
@@ -116,6 +116,14 @@ def save_model(model, path, *, format=None, force=False, training_ids=None, n_tr
 
             joblib.dump(model, out.tmp)
     return fmt
+
+
+def _is_fitted(model):
+    try:
+        check_is_fitted(model)
+    except (NotFittedError, TypeError):
+        return False
+    return True
 
 
 def own_types(type_names):
