@@ -300,8 +300,8 @@ def _small_transform(model, X):
     if not np.isfinite(X.sum()):
         return None
     A, b = maps.get(X.dtype) or maps.setdefault(X.dtype, _cpu_map(maps, X.dtype))
-    # torch's kernel, as apply_affine uses: a row maps to the same bits whatever the batch
-    # it comes in (the command line's batch size never changes its output).
+    # torch's kernel on the same operands as apply_affine, so this path returns exactly
+    # what the full path does (the command line's batch size never changes its output).
     return torch.addmm(b, torch.from_numpy(X), A).numpy()
 
 
