@@ -14,10 +14,18 @@ noise-free, unlike the seconds), the picked lam, its mean CV score under both se
 (an "equally good pick" scores the same under GridSearchCV's own numbers) and the refitted
 map's paired top-1 on held-out rows, then a per-lam table.
 
-Data: the real MNIST features (``/work/shared/data/mnist5k_features.npz``: the 4,000
-``train_idx`` rows for the search, the 1,000 ``test_idx`` rows held out, rows
-L2-normalised) when present, else a synthetic pair (``--n``, ``--d``).
+Data: a real text pair built by ``benchmarks/pairs/build_pairs.py`` (``--text-pair NAME``
+from ``--pairs-dir``, or ``--pair-file PATH``: an npz with ``X`` (new model), ``Y`` (old
+model) and ``split``, True for the rows the search sees, the rest held out), else the real
+MNIST features (``/work/shared/data/mnist5k_features.npz``: the 4,000 ``train_idx`` rows
+for the search, the 1,000 ``test_idx`` rows held out) when present, else a synthetic pair
+(``--n``, ``--d``).  Rows are L2-normalised.
 
+    python benchmarks/bench_lambda_path.py --text-pair wn_example_wordllama_minilm \\
+        --folds 3 --lams 0 1 2 4 8 inf --directions increasing   # WordLlama -> MiniLM
+    python benchmarks/bench_lambda_path.py --text-pair wn_example_wordllama_minilm \\
+        --folds 3 --lams 0 1 2 4 8 inf --directions increasing \\
+        --warm-patience 2 --warm-tol 0 0.003                      # two path settings
     python benchmarks/bench_lambda_path.py                        # MNIST cnn_s0 -> mlp_s0
     python benchmarks/bench_lambda_path.py --pair cnn_s0 cnn_s1
     python benchmarks/bench_lambda_path.py --synthetic --n 20000 --d 128 --device cuda
@@ -26,6 +34,7 @@ L2-normalised) when present, else a synthetic pair (``--n``, ``--d``).
 """
 
 import argparse
+import itertools
 import time
 from pathlib import Path
 
@@ -44,8 +53,30 @@ def l2_normalise(A):
     return A / np.linalg.norm(A, axis=1, keepdims=True)
 
 
+def load_pair_file(path, n=None):
+    """(X, Y, X_test, Y_test, description) of a cached pair: ``split`` rows vs the rest."""
+    with np.load(path, allow_pickle=False) as data:
+        X, Y, split = data["X"], data["Y"], data["split"].astype(bool)
+    X, Y = l2_normalise(X.astype(np.float32)), l2_normalise(Y.astype(np.float32))
+    train, test = np.flatnonzero(split), np.flatnonzero(~split)
+    if n is not None:
+        train = train[:n]
+    desc = (
+        f"{Path(path).stem}, {len(train)} rows (held out {len(test)}), "
+        f"d {X.shape[1]} -> {Y.shape[1]}"
+    )
+    return X[train], Y[train], X[test], Y[test], desc
+
+
 def load_data(args):
     """(X, Y, X_test, Y_test, description)."""
+    if args.pair_file is not None or args.text_pair is not None:
+        path = args.pair_file or Path(args.pairs_dir) / f"{args.text_pair}.npz"
+        if not Path(path).exists():
+            raise SystemExit(
+                f"{path} is missing: build it with benchmarks/pairs/build_pairs.py --only NAME"
+            )
+        return load_pair_file(path, args.n)
     path = next((p for p in (FEATURES, FEATURES_ALT) if p.exists()), None)
     if path is not None and not args.synthetic:
         with np.load(path) as data:
@@ -73,6 +104,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", nargs=2, default=["cnn_s0", "mlp_s0"])
     parser.add_argument("--synthetic", action="store_true", help="ignore the MNIST file")
+    parser.add_argument("--pair-file", default=None, help="a cached pair (.npz with X, Y, split)")
+    parser.add_argument("--text-pair", default=None, help="NAME of a pair in --pairs-dir")
+    parser.add_argument(
+        "--pairs-dir",
+        default=str(Path(__file__).resolve().parent / "pairs" / "cache"),
+        help="where build_pairs.py caches the pairs",
+    )
     parser.add_argument("--n", type=int, default=None, help="rows (MNIST: first n of train)")
     parser.add_argument("--d", type=int, default=64, help="synthetic width")
     parser.add_argument("--folds", type=int, default=5)
@@ -84,6 +122,13 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="torch and BLAS CPU threads")
     parser.add_argument(
         "--warm-patience", default="auto", help="LambdaOrthAlignerCV's warm_n_iter_no_change"
+    )
+    parser.add_argument(
+        "--warm-tol",
+        nargs="+",
+        type=float,
+        default=[0.0],
+        help="LambdaOrthAlignerCV's warm_tol; several values: one path run each",
     )
     parser.add_argument(
         "--directions", nargs="+", default=["increasing", "decreasing"], help="path orders"
@@ -123,36 +168,42 @@ def main():
     seconds = (time.perf_counter() - clock[0], time.process_time() - clock[1])
     runs["grid"] = (seconds, grid.cv_results_, grid.best_params_["lam"])
     runs["grid"] += (sum(grid_epochs), grid.best_estimator_)
-    for direction in args.directions:
-        warm = args.warm_patience if args.warm_patience == "auto" else int(args.warm_patience)
+    warm = args.warm_patience if args.warm_patience == "auto" else int(args.warm_patience)
+    for direction, warm_tol in itertools.product(args.directions, args.warm_tol):
         search = LambdaOrthAlignerCV(
-            lams, estimator=estimator, cv=folds, direction=direction, warm_n_iter_no_change=warm
+            lams,
+            estimator=estimator,
+            cv=folds,
+            direction=direction,
+            warm_n_iter_no_change=warm,
+            warm_tol=warm_tol,
         )
         clock = time.perf_counter(), time.process_time()
         search.fit(X, Y)
         seconds = (time.perf_counter() - clock[0], time.process_time() - clock[1])
         epochs = search.cv_results_["mean_n_epochs"].sum() * args.folds
-        name = "path-" + direction[:3]
+        name = "path-" + direction[:3] + (f"-t{warm_tol:g}" if warm_tol else "")
         runs[name] = (seconds, search.cv_results_, search.lam_, epochs, search.best_estimator_)
 
     grid_scores = runs["grid"][1]["mean_test_score"]
     (wall0, cpu0), epochs0 = runs["grid"][0], runs["grid"][3]
+    width = max(len(name) for name in runs)
     print(
-        f"{'method':10s} {'wall s':>8s} {'grid/x':>7s} {'cpu s':>8s} {'grid/x':>7s}"
+        f"{'method':{width}s} {'wall s':>8s} {'grid/x':>7s} {'cpu s':>8s} {'grid/x':>7s}"
         f" {'epochs':>7s} {'grid/x':>7s} {'lam':>7s} {'cv score':>9s} {'grid cv score':>13s}"
         f" {'held-out top-1':>14s}"
     )
     for name, ((wall, cpu), results, lam, epochs, best) in runs.items():
         index = lams.index(lam)
         print(
-            f"{name:10s} {wall:8.2f} {wall0 / wall:7.2f} {cpu:8.2f} {cpu0 / cpu:7.2f}"
+            f"{name:{width}s} {wall:8.2f} {wall0 / wall:7.2f} {cpu:8.2f} {cpu0 / cpu:7.2f}"
             f" {int(epochs):7d} {epochs0 / epochs:7.2f} {lam:7.3g}"
             f" {results['mean_test_score'][index]:9.4f} {grid_scores[index]:13.4f}"
             f" {best.score(X_test, Y_test):14.4f}"
         )
     print("(epochs: summed over folds and lams, the refit not included)")
     print("\nper lam: mean CV score (mean epochs per fold)")
-    print(f"{'lam':>7s} " + " ".join(f"{name:>16s}" for name in runs))
+    print(f"{'lam':>7s} " + " ".join(f"{name:>18s}" for name in runs))
     # GridSearchCV fits lam by lam, each over every fold.
     per_fold_grid = np.array(grid_epochs).reshape(len(lams), args.folds).mean(axis=1)
     for i, lam in enumerate(lams):
@@ -160,7 +211,7 @@ def main():
         for name, (_, results, _, _, _) in runs.items():
             n_epochs = per_fold_grid[i] if name == "grid" else results["mean_n_epochs"][i]
             cells.append(f"{results['mean_test_score'][i]:.4f} ({n_epochs:5.1f})")
-        print(f"{lam:7.3g} " + " ".join(f"{cell:>16s}" for cell in cells))
+        print(f"{lam:7.3g} " + " ".join(f"{cell:>18s}" for cell in cells))
 
 
 if __name__ == "__main__":

@@ -74,9 +74,13 @@ def main():
 
     aligners = {
         "no alignment": None,
-        "Procrustes": OrthogonalProcrustesAligner(),
+        "Procrustes": OrthogonalProcrustesAligner(),  # centred, the default
         "Procrustes(center, scale)": OrthogonalProcrustesAligner(center=True, scale=True),
-        "Normalizer + Procrustes": make_pipeline(Normalizer(), OrthogonalProcrustesAligner()),
+        # Normalising only the new side changes its scale, and the centred map adds the
+        # old model's mean back: fit the scale too, or the mean swamps every query.
+        "Normalizer + Procrustes": make_pipeline(
+            Normalizer(), OrthogonalProcrustesAligner(scale=True)
+        ),
         "AffineAligner": AffineAligner(),
         "LambdaOrthAligner(lam=2)": LambdaOrthAligner(lam=2.0, random_state=0),
     }

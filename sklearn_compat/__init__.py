@@ -11,8 +11,9 @@ belongs to an unrelated project with the same import name (see README.md).
 from . import metrics
 from ._clash import warn_if_clashing_distribution
 from .affine import AffineAligner
-from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
+from .lambda_orth import LambdaOrthAligner, lambda_orth_path, lambda_orth_penalty
 from .lambda_orth_cv import LambdaOrthAlignerCV
+from .neighbors import AlignedNeighbors
 from .procrustes import OrthogonalProcrustesAligner
 from .relative import RelativeAnchorEncoder
 
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AffineAligner",
+    "AlignedNeighbors",
     "LambdaOrthAligner",
     "LambdaOrthAlignerCV",
     "OrthogonalProcrustesAligner",
@@ -27,6 +29,7 @@ __all__ = [
     "__version__",
     "lambda_orth_penalty",
     "metrics",
+    "lambda_orth_path",
 ]
 
 warn_if_clashing_distribution()

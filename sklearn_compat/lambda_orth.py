@@ -9,37 +9,33 @@ own skorch nets.
 """
 
 import math
-from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import NamedTuple
 
-import numpy as np
-import scipy.linalg
 import torch
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.backend import (
-    apply_affine,
-    no_tf32,
-    resolve_device,
-    to_torch,
-    torch_generator,
-)
+from ._core.backend import apply_affine
 from ._core.base import BaseAligner
-from ._core.validation import check_row_labels, pick_target
+from ._core.validation import pick_target
 from ._lambda.adapter import AffineAdapter
+from ._lambda.fitting import (
+    StartMap,
+    encode_fit_labels,
+    prepare_fit_data,
+    store_fit,
+    train_map,
+)
 from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
+from ._lambda.path import lambda_orth_path
 from ._lambda.skorch_parts import (
     AlignmentLoss,
     LambdaOrthMixin,
     LambdaOrthRegressor,
     OrthogonalityGap,
 )
-from ._lambda.training import SMALL_STEP_MACS, TrainConfig, small_problem_threads, train_adapters
-from .procrustes import procrustes_from_cross
 
 __all__ = [
     "LambdaOrthAligner",
@@ -51,13 +47,8 @@ __all__ = [
     "lambda_orth_penalty",
     "orthogonality_gap",
     "contrastive_loss",
+    "lambda_orth_path",
 ]
-
-# Below this many rows the default early stopping watches the training loss instead of
-# holding rows out: 10% of 2,000 rows is the smallest validation set whose loss is a
-# steadier signal than the training loss itself.
-_AUTO_EARLY_STOPPING_ROWS = 2000
-_CHUNK_ROWS = 65536
 
 
 class LambdaOrthAligner(BaseAligner):
@@ -349,175 +340,17 @@ class LambdaOrthAligner(BaseAligner):
                 "set warm_start=False to start over."
             )
         rng = check_random_state(self.random_state)
-        data = self._prepare(X, Y, labels, rng, reset=not warm)
+        X, Y = self._validate_pair(X, Y, reset=not warm)
+        codes = encode_fit_labels(labels, X.shape[0])
+        scales = (self.x_scale_, self.y_scale_) if warm else None
+        data = prepare_fit_data(self, X, Y, codes, rng, scales=scales)
         start = self._fitted_map() if warm else None
-        return self._train(data, rng, start=start, accumulate=warm)
-
-    # The fit in two steps, so that LambdaOrthAlignerCV can prepare a fold's rows once and
-    # train many lam values on them: ``_prepare`` validates, splits, rescales and moves the
-    # rows to the device; ``_train`` trains from a given map (or the ``init`` start).
-    def _prepare(self, X, Y, labels, rng, *, reset):
-        """Validated, split and rescaled training rows on the device (a ``_FitData``).
-
-        A warm start (``reset=False``) keeps the previous fit's unit scales; a cold one
-        measures the training rows'.
-        """
-        X, Y = self._validate_pair(X, Y, reset=reset)
-        n = X.shape[0]
-        codes = self._encode_labels(labels, n)
-        device = resolve_device(self.device)
-
-        early = self.early_stopping
-        if early == "auto":
-            early = n >= _AUTO_EARLY_STOPPING_ROWS
-        n_valid = int(round(self.validation_fraction * n)) if early else 0
-        if early and (n_valid < 1 or n - n_valid < 1):
-            raise ValueError(
-                f"early_stopping with validation_fraction={self.validation_fraction} "
-                f"leaves no training or validation rows out of {n}; pass more rows or "
-                "early_stopping=False."
-            )
-        order = rng.permutation(n) if early else None
-
-        Xt = to_torch(X, device, torch.float32)
-        Yt = to_torch(Y, device, torch.float32)
-        Lt = None if codes is None else torch.as_tensor(codes, device=device)
-        if early:
-            valid_idx = torch.as_tensor(order[:n_valid], device=device)
-            train_idx = torch.as_tensor(order[n_valid:], device=device)
-            valid = (Xt[valid_idx], Yt[valid_idx], None if Lt is None else Lt[valid_idx])
-            train = (Xt[train_idx], Yt[train_idx], None if Lt is None else Lt[train_idx])
-        else:
-            train, valid = (Xt, Yt, Lt), None
-        del Xt, Yt, Lt
-
-        if not reset:
-            x_scale, y_scale = self.x_scale_, self.y_scale_
-        elif self.rescale:
-            x_scale, y_scale = _rms_norm(train[0]), _rms_norm(train[1])
-        else:
-            x_scale = y_scale = 1.0
-        # New tensors (never in place: on the CPU they may share memory with the input).
-        train = _scaled(train, x_scale, y_scale)
-        valid = None if valid is None else _scaled(valid, x_scale, y_scale)
-        return _FitData(train, valid, float(x_scale), float(y_scale), device)
+        return store_fit(self, train_map(self, data, rng, start=start), accumulate=warm)
 
     def _fitted_map(self):
         """This fit's adapters in user units, the start of a warm-started fit."""
         forward = (self.forward_W_, self.forward_bias_) if self.bidirectional else None
-        return _StartMap(self.W_, self.bias_, forward)
-
-    def _train(self, data, rng, *, start=None, accumulate=False):
-        """Train on prepared ``data`` from ``start`` (a ``_StartMap``, None: ``init``).
-
-        With ``accumulate`` the history and epoch count continue the current fit's.
-        """
-        (X_train, Y_train, _), device = data.train, data.device
-        d_x, d_y = X_train.shape[1], Y_train.shape[1]
-        x_scale, y_scale = data.x_scale, data.y_scale
-        lam = 0.5 * math.sqrt(min(d_x, d_y)) if self.lam == "auto" else float(self.lam)
-        if start is not None:
-            W0 = start.W * (x_scale / y_scale)
-            b0 = start.bias / y_scale
-            if self.strict:
-                W0 = _polar(W0)  # a non-strict start: begin at its nearest isometry
-        else:
-            W0, b0 = self._initial_map(X_train, Y_train, rng)
-        # torch's orthogonal parametrisation completes a rectangular start to a square
-        # matrix with torch.randn: seed it from random_state, without touching the
-        # caller's global torch RNG.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(rng.randint(0, 2**31 - 1)))
-            backward = AffineAdapter(
-                d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
-            ).to(device)
-        forward = None
-        if self.bidirectional:
-            warm_forward = start is not None and start.forward is not None
-            V0 = start.forward[0] if warm_forward else np.eye(d_y)
-            c0 = start.forward[1] / y_scale if warm_forward else np.zeros(d_y)
-            forward = AffineAdapter(d_y, d_y, weight=V0, bias_init=c0).to(device)
-
-        config = TrainConfig(
-            lam=lam,
-            sharpness=float(self.sharpness),
-            strict=bool(self.strict),
-            alignment_weight=float(self.alignment_weight),
-            contrastive_weight=float(self.contrastive_weight),
-            forward_weight=float(self.forward_weight),
-            temperature=float(self.temperature),
-            bidirectional=bool(self.bidirectional),
-            max_epochs=int(self.max_epochs),
-            batch_size=int(self.batch_size),
-            lr=float(self.lr),
-            n_iter_no_change=int(self.n_iter_no_change),
-            tol=float(self.tol),
-            verbose=int(self.verbose),
-        )
-        generator = torch_generator(rng, device)
-        with small_problem_threads(self._is_small(device, d_x, d_y)):
-            history, n_epochs, best_epoch = train_adapters(
-                backward,
-                forward,
-                data.train,
-                data.valid,
-                config,
-                generator,
-                desc=type(self).__name__,
-            )
-
-        Q = backward.weight.detach().cpu().double().numpy()
-        if self.strict:
-            Q = _polar(Q)
-        c = (
-            np.zeros(d_y)
-            if backward.bias is None
-            else backward.bias.detach().cpu().double().numpy()
-        )
-        if accumulate and hasattr(self, "history_"):
-            history = _concat_history(self.history_, history, self.n_epochs_)
-            n_epochs += self.n_epochs_
-        self.lam_ = lam
-        self.x_scale_ = x_scale
-        self.y_scale_ = y_scale
-        self.W_ = Q * (y_scale / x_scale)
-        self.bias_ = c * y_scale
-        self.orthogonality_gap_ = orthogonality_gap(Q)
-        self.history_ = history
-        self.n_epochs_ = int(n_epochs)
-        self.best_epoch_ = best_epoch
-        if self.bidirectional:
-            self.forward_W_ = forward.weight.detach().cpu().double().numpy()
-            self.forward_bias_ = forward.bias.detach().cpu().double().numpy() * y_scale
-        else:
-            for attr in ("forward_W_", "forward_bias_"):
-                self.__dict__.pop(attr, None)
-        return self
-
-    def _is_small(self, device, d_x, d_y):
-        """Whether one minibatch step is small enough to train single-threaded (Notes)."""
-        return device.type == "cpu" and self.batch_size * d_x * d_y <= SMALL_STEP_MACS
-
-    def _encode_labels(self, labels, n):
-        return None if labels is None else check_row_labels(labels, n)
-
-    def _initial_map(self, X, Y, rng):
-        """Start of the adapter in normalised units: (W0, b0) as float64 numpy."""
-        d_x, d_y = X.shape[1], Y.shape[1]
-        centre = self.fit_intercept and X.shape[0] > 0
-        mean_x = X.mean(dim=0, dtype=torch.float64) if centre else None
-        mean_y = Y.mean(dim=0, dtype=torch.float64) if centre else None
-        if self.init == "procrustes":
-            W0 = procrustes_from_cross(_cross(X, Y, mean_x, mean_y))[0]
-        elif self.init == "identity":
-            W0 = np.eye(d_x, d_y)
-        else:
-            G = rng.standard_normal((max(d_x, d_y), min(d_x, d_y)))
-            W0 = np.linalg.qr(G)[0]
-            W0 = W0 if d_x >= d_y else W0.T
-        if mean_x is None:
-            return W0, np.zeros(d_y)
-        return W0, mean_y.cpu().numpy() - mean_x.cpu().numpy() @ W0
+        return StartMap(self.W_, self.bias_, forward)
 
     # ------------------------------------------------------------------ transforms
     def _affine_map(self):
@@ -551,72 +384,3 @@ class LambdaOrthAligner(BaseAligner):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
         return tags
-
-
-@dataclass
-class _FitData:
-    """A training set ready for ``LambdaOrthAligner._train``: (X, Y, labels) tensors on
-    ``device`` in unit-RMS coordinates, the held-out part for early stopping (or None)
-    and the scales that convert back to user units."""
-
-    train: tuple
-    valid: tuple | None
-    x_scale: float
-    y_scale: float
-    device: torch.device
-
-
-class _StartMap(NamedTuple):
-    """Adapters to start training from, in user units: ``x W + bias`` and, for the
-    forward adapter, ``forward = (V, c)`` or None."""
-
-    W: np.ndarray
-    bias: np.ndarray
-    forward: tuple | None = None
-
-
-def _concat_history(previous, new, n_previous):
-    """Join two fits' histories; a key missing from one fit is NaN over its epochs."""
-    n_new = len(next(iter(new.values())))
-    keys = list(previous) + [k for k in new if k not in previous]
-    return {
-        k: previous.get(k, [math.nan] * n_previous) + new.get(k, [math.nan] * n_new) for k in keys
-    }
-
-
-def _rms_norm(T):
-    """Root-mean-square row norm (1.0 for an all-zero or empty matrix)."""
-    if T.shape[0] == 0:
-        return 1.0
-    # In float64: squared norms of float32 rows overflow from about 1e19 and underflow
-    # below 1e-19, which would silently turn the rescaling off for such embeddings.
-    value = float(torch.linalg.vector_norm(T, dim=1, dtype=torch.float64).pow(2).mean().sqrt())
-    return value if value > 0 and math.isfinite(value) else 1.0
-
-
-def _scaled(part, x_scale, y_scale):
-    X, Y, L = part
-    if x_scale != 1.0:
-        X = X * (1.0 / x_scale)
-    if y_scale != 1.0:
-        Y = Y * (1.0 / y_scale)
-    return X, Y, L
-
-
-def _cross(X, Y, mean_x, mean_y):
-    """``(X - m_x)^T (Y - m_y)`` in float64, accumulated over row chunks (TF32 off)."""
-    cross = torch.zeros(X.shape[1], Y.shape[1], dtype=torch.float64, device=X.device)
-    with no_tf32():
-        for start in range(0, X.shape[0], _CHUNK_ROWS):
-            xc = X[start : start + _CHUNK_ROWS].double()
-            yc = Y[start : start + _CHUNK_ROWS].double()
-            if mean_x is not None:
-                xc, yc = xc - mean_x, yc - mean_y
-            cross += xc.T @ yc
-    return cross.cpu().numpy()
-
-
-def _polar(W):
-    """The nearest matrix with orthonormal rows/columns (float64 SVD)."""
-    U, _, Vt = scipy.linalg.svd(W, full_matrices=False)
-    return U @ Vt

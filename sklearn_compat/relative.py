@@ -29,12 +29,18 @@ from ._relative.similarity import (
     relative_blockwise,
     whitening,
 )
+from .metrics._anisotropy import warn_if_anisotropic
 
 __all__ = ["RelativeAnchorEncoder"]
 
 FLOAT_DTYPES = (np.float64, np.float32)
 INDEX_STRATEGIES = ("random", "stratified", "kmeans", "fps")
 MIXTURE_STRATEGIES = ("kmeans_mixture", "param")
+# n_anchors="auto" uses this many anchors per feature of the fitted space (capped by the
+# rows): measured on real text pairs, see the n_anchors parameter.
+AUTO_ANCHORS_PER_FEATURE = 2
+# Similarities that centring changes (euclidean is translation invariant, wip centres).
+CENTRED_SIMILARITIES = ("cosine", "dot")
 
 
 class RelativeAnchorEncoder(TransformerMixin, BaseEstimator):
@@ -52,12 +58,16 @@ class RelativeAnchorEncoder(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_anchors : int, default=128
+    n_anchors : int or "auto", default="auto"
         Number of anchors ``m``, the width of the output (ignored when ``anchors`` is an
-        array of indices).  It may not exceed the number of rows given to ``fit``: anchors
-        are distinct items (or mixtures over at most that many items), and silently
-        clipping it would change the output width that downstream heads are built for.
-        Moschella et al.'s rule of thumb is ``m >= d``.
+        array of indices).  ``"auto"`` follows the width ``d`` of the fitted space:
+        ``m = min(2 d, n_samples)``.  Moschella et al.'s rule of thumb is ``m >= d``; on a
+        real upgrade pair (multilingual-e5-small -> all-MiniLM-L6-v2, d = 384, centred)
+        relative vectors matched across the two spaces at paired top-1 0.59-0.62 with 128
+        anchors, 0.72-0.73 with d and 0.77-0.78 with 2 d (benchmarks/RESULTS.md).  An
+        integer may not exceed the number of rows given to ``fit``: anchors are distinct
+        items (or mixtures over at most that many items), and silently clipping it would
+        change the output width that downstream heads are built for.
     anchors : {"random", "stratified", "kmeans", "kmeans_mixture", "fps", "param"} or \
 array-like of int, default="random"
         How anchors are chosen:
@@ -81,6 +91,19 @@ array-like of int, default="random"
         plain inner product; ``"wip"`` the whitened inner product
         ``<(x - mu) L, (a - mu) L>`` with the mean and ``L = Sigma_lam^(-1/2)`` of the
         fitted space.
+    center : bool, default=True
+        ``"cosine"`` and ``"dot"``: compare ``x - mu`` with ``a - mu``, where ``mu`` is the
+        mean of the rows given to ``fit`` (by :meth:`rebase`, the mean of the other
+        space's parallel rows), so each space is centred by its own mean.  Many models put
+        every embedding near one common direction (E5-style text models, ReLU features);
+        uncentred cosines to anchors are then all close to 1 and two such spaces'
+        relative vectors stop matching (paired top-1 0.001 on the pair above, 0.77-0.80
+        centred, with the default number of anchors).  ``fit`` warns with
+        :class:`~sklearn_compat.metrics.AnisotropyWarning` when ``center=False`` meets a
+        space whose
+        :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm`` exceeds 0.5.  No effect
+        on ``"euclidean"`` (translation invariant) or ``"wip"`` (centred already).  Models
+        saved before this parameter existed load with ``center=False``, as they were.
     shrinkage : float in [0, 1], "ledoit_wolf" or "oas", default="ledoit_wolf"
         WIP only: ``Sigma_lam = (1 - lam) Sigma + lam tr(Sigma)/d I (+ eps)``; the strings
         estimate ``lam`` with scikit-learn's Ledoit-Wolf or OAS formulas.
@@ -131,6 +154,9 @@ array-like of int, default="random"
         The anchors in this space, float64.
     n_anchors_ : int
         Number of anchors (output width).
+    center_ : ndarray of shape (n_features_in_,)
+        ``center=True`` with ``"cosine"`` or ``"dot"`` only: the mean subtracted from the
+        rows and the anchors (from ``fit``, or the parallel rows given to ``rebase``).
     mean_ : ndarray of shape (n_features_in_,)
         ``"wip"`` only: mean of the fitted space.
     whitening_ : ndarray of shape (n_features_in_, n_features_in_)
@@ -198,9 +224,10 @@ array-like of int, default="random"
     """
 
     _parameter_constraints: dict = {
-        "n_anchors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_anchors": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "anchors": [StrOptions(set(INDEX_STRATEGIES + MIXTURE_STRATEGIES)), "array-like"],
         "similarity": [StrOptions(set(SIMILARITIES))],
+        "center": ["boolean"],
         "shrinkage": [
             Interval(numbers.Real, 0, 1, closed="both"),
             StrOptions({"ledoit_wolf", "oas"}),
@@ -220,9 +247,10 @@ array-like of int, default="random"
 
     def __init__(
         self,
-        n_anchors=128,
+        n_anchors="auto",
         anchors="random",
         similarity="cosine",
+        center=True,
         shrinkage="ledoit_wolf",
         eps=1e-6,
         normalize=None,
@@ -239,6 +267,7 @@ array-like of int, default="random"
         self.n_anchors = n_anchors
         self.anchors = anchors
         self.similarity = similarity
+        self.center = center
         self.shrinkage = shrinkage
         self.eps = eps
         self.normalize = normalize
@@ -280,7 +309,7 @@ array-like of int, default="random"
                 f"parallel is only used by anchors='param', not anchors={strategy!r}; "
                 "use rebase() to build the encoder of another space."
             )
-        if strategy != "indices" and self.n_anchors > n:
+        if strategy != "indices" and self.n_anchors != "auto" and self.n_anchors > n:
             raise ValueError(
                 f"n_anchors={self.n_anchors} exceeds the number of rows given to fit "
                 f"(n_samples={n}); anchors are distinct items, so use at most {n}."
@@ -290,7 +319,8 @@ array-like of int, default="random"
         device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
         stats = self._whitening(X) if self.similarity == "wip" else None
-        m = self.n_anchors
+        m = self._n_anchors_for(X)
+        self._warn_if_uncentred(X, "X")
 
         if strategy == "indices":
             self.anchor_indices_ = self._check_indices(self.anchors, n)
@@ -312,8 +342,12 @@ array-like of int, default="random"
         return self
 
     def _fit_param(self, X, parallel, stats, rng, device):
-        n, m = X.shape[0], self.n_anchors
+        n, m = X.shape[0], self._n_anchors_for(X)
         banks = [X] + self._check_parallel(parallel, n)
+        if self._centres():
+            # Anchors are convex mixtures, so mixing centred rows gives centred anchors:
+            # training sees the similarities that transform will compute.
+            banks = [B - B.mean(axis=0, dtype=np.float64).astype(B.dtype) for B in banks]
         weights = dict(DEFAULT_LOSS_WEIGHTS)
         unknown = set(self.loss_weights or {}) - set(weights)
         if unknown:
@@ -323,13 +357,13 @@ array-like of int, default="random"
             )
         weights.update(self.loss_weights or {})
         # Every bank needs its whitening: WIP similarities and the cohesion term use it.
-        whitenings = [stats if stats is not None else self._whitening(X)]
+        whitenings = [stats if stats is not None else self._whitening(banks[0])]
         whitenings += [self._whitening(B) for B in banks[1:]]
         k = min(n, self.n_support or 4 * m)
         support = np.sort(rng.choice(n, size=k, replace=False)).astype(np.int64)
         seeds = rng.choice(k, size=m, replace=k < m)
         mean0, L0 = whitenings[0][:2]
-        logits0 = initial_logits((X[support] - mean0) @ L0, seeds, self.temperature)
+        logits0 = initial_logits((banks[0][support] - mean0) @ L0, seeds, self.temperature)
         # A little noise breaks ties between anchors seeded on the same item (k < m), which
         # would otherwise receive identical gradients forever.
         logits0 += 1e-2 * self.temperature * rng.standard_normal(logits0.shape)
@@ -363,8 +397,17 @@ array-like of int, default="random"
             self.anchors_ = self.mixture_ @ np.asarray(X[self.support_indices_], np.float64)
         self.n_anchors_ = self.anchors_.shape[0]
         self.n_samples_fit_ = X.shape[0]
-        for attr in ("mean_", "whitening_", "shrinkage_", "output_mean_", "output_scale_"):
+        for attr in (
+            "center_",
+            "mean_",
+            "whitening_",
+            "shrinkage_",
+            "output_mean_",
+            "output_scale_",
+        ):
             self.__dict__.pop(attr, None)
+        if self._centres():
+            self.center_ = X.mean(axis=0, dtype=np.float64)
         if self.similarity == "wip":
             self.mean_, self.whitening_, self.shrinkage_ = stats
         if self.normalize == "standard":
@@ -389,12 +432,34 @@ array-like of int, default="random"
             # scikit-learn calls every such input X ("Input X contains NaN").
             raise ValueError(str(exc).replace("Input X ", f"Input {name} ")) from None
 
+    def _centres(self):
+        return bool(self.center) and self.similarity in CENTRED_SIMILARITIES
+
+    def _n_anchors_for(self, X):
+        n, d = X.shape
+        if self.n_anchors == "auto":
+            return min(n, AUTO_ANCHORS_PER_FEATURE * d)
+        return self.n_anchors
+
+    def _warn_if_uncentred(self, X, name):
+        if self.similarity in CENTRED_SIMILARITIES and not self.center:
+            warn_if_anisotropic(
+                {name: X},
+                estimator=type(self).__name__,
+                fix="center=True",
+                consequence=f"uncentred {self.similarity} similarities to anchors are all "
+                "alike and relative vectors stop matching across spaces",
+                stacklevel=5,
+            )
+
     def _whitening(self, X):
         return whitening(X, self.shrinkage, self.eps)
 
     def _geometry(self, X, stats):
         """Rows as the similarity sees them (for k-means and farthest point sampling)."""
         if self.similarity == "cosine":
+            if self._centres():
+                X = X - X.mean(axis=0, dtype=np.float64).astype(X.dtype)
             norms = np.linalg.norm(X, axis=1, keepdims=True)
             return X / np.maximum(norms, np.finfo(X.dtype).tiny)
         if self.similarity == "wip":
@@ -451,9 +516,11 @@ array-like of int, default="random"
     def _relative(self, X, *, standardize=True, budget=None):
         similarity = self.similarity
         wip = similarity == "wip"
+        offset = getattr(self, "center_", None)
+        anchors = self.anchors_ if offset is None else self.anchors_ - offset
         kernel = prepare_kernel(
             similarity,
-            self.anchors_,
+            anchors,
             self.mean_ if wip else None,
             self.whitening_ if wip else None,
         )
@@ -465,6 +532,7 @@ array-like of int, default="random"
             kernel,
             resolve_device(self.device, for_inference=True),
             l2=self.normalize == "l2",
+            offset=offset,
             shift=self.output_mean_ if standard else None,
             scale=self.output_scale_ if standard else None,
             **extra,
@@ -524,6 +592,7 @@ array-like of int, default="random"
                 value = getattr(self, attr)
                 setattr(new, attr, value.copy() if isinstance(value, np.ndarray) else value)
         stats = new._whitening(Xp) if new.similarity == "wip" else None
+        new._warn_if_uncentred(Xp, "X_parallel")
         new._finish(Xp, stats)
         return new
 
@@ -553,6 +622,12 @@ array-like of int, default="random"
         if isinstance(state.get("anchors"), torch.Tensor):
             state = {**state, "anchors": as_numpy_input(state["anchors"]).astype(np.int64)}
         return state
+
+    def __setstate__(self, state):
+        # Models saved before ``center`` existed computed uncentred similarities.
+        if "center" not in state:
+            state = {**state, "center": False}
+        super().__setstate__(state)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

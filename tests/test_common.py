@@ -47,7 +47,8 @@ PARAMS = {
         }
     ],
     "RelativeAnchorEncoder": [
-        {"n_anchors": 3, "random_state": 0},
+        {"random_state": 0},
+        {"n_anchors": 3, "center": False, "random_state": 0},
         {"n_anchors": 3, "anchors": "stratified", "random_state": 0},
         {"n_anchors": 3, "anchors": "kmeans", "similarity": "euclidean", "random_state": 0},
         {"n_anchors": 3, "anchors": "fps", "similarity": "wip", "normalize": "standard"},
@@ -68,8 +69,18 @@ PARAMS = {
     ],
 }
 
+# {class name: reason} of estimators that check_estimator cannot construct or feed.
+NOT_CHECKED = {
+    "AlignedNeighbors": "wraps an already fitted aligner, and fit takes a gallery of that "
+    "aligner's width, which the checks' data of other widths cannot match; its interface "
+    "is tested in tests/test_neighbors.py",
+}
+
 ESTIMATORS = [
-    cls(**params) for name, cls in public_estimators() for params in PARAMS.get(name, [{}])
+    cls(**params)
+    for name, cls in public_estimators()
+    if name not in NOT_CHECKED
+    for params in PARAMS.get(name, [{}])
 ]
 
 # {estimator class name: {check name: reason}}

@@ -77,15 +77,17 @@ def test_lambda_path_keeps_fold_rows_on_the_device(rng, monkeypatch):
     from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV
 
     X, Y = _data(rng, n=2400, d_x=16, d_y=16)
-    devices = []
-    original = LambdaOrthAligner._prepare
+    from sklearn_compat._lambda import path as path_module
 
-    def prepare(self, *args, **kwargs):
-        data = original(self, *args, **kwargs)
+    devices = []
+    original = path_module.prepare_fit_data
+
+    def prepare(*args, **kwargs):
+        data = original(*args, **kwargs)
         devices.append(data.train[0].device.type)
         return data
 
-    monkeypatch.setattr(LambdaOrthAligner, "_prepare", prepare)
+    monkeypatch.setattr(path_module, "prepare_fit_data", prepare)
     searches = {
         device: LambdaOrthAlignerCV(
             [0.0, 2.0, np.inf],

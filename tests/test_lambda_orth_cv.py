@@ -8,6 +8,7 @@ from sklearn.exceptions import FitFailedWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV, GroupKFold, KFold
 
 from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV, OrthogonalProcrustesAligner
+from sklearn_compat._lambda import path as path_module
 from sklearn_compat.lambda_orth import orthogonality_gap
 from sklearn_compat.metrics import make_multi_retrieval_scorer
 
@@ -137,41 +138,45 @@ def test_refit_starts_from_the_folds_and_fits_as_well_as_a_cold_fit(problem, pat
     np.testing.assert_allclose(search.transform(X), refit.transform(X))
 
 
-class _RecordsTraining(LambdaOrthAligner):
-    """Keeps (lam, patience, start map, fitted map, (x/y scale, gap)) of every run."""
+@pytest.fixture
+def runs(monkeypatch):
+    """(lam, patience, start map, fitted map, (x/y scale, gap)) of every training run."""
+    recorded = []
+    original = path_module.train_map
 
-    runs = []
+    def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=None, **kw):
+        fit = original(
+            settings, data, rng, lam=lam, n_iter_no_change=n_iter_no_change, start=start, **kw
+        )
+        unit = (fit.x_scale / fit.y_scale, fit.orthogonality_gap)
+        recorded.append((lam, n_iter_no_change, start, fit.start(), unit))
+        return fit
 
-    def _train(self, data, rng, *, start=None, **kwargs):
-        super()._train(data, rng, start=start, **kwargs)
-        unit = (self.x_scale_ / self.y_scale_, self.orthogonality_gap_)
-        self.runs.append((self.lam, self.n_iter_no_change, start, self._fitted_map(), unit))
-        return self
+    monkeypatch.setattr(path_module, "train_map", train_map)
+    return recorded
 
 
 @pytest.mark.parametrize("warm_patience", ["auto", 3])
-def test_warm_fits_use_the_shorter_patience(problem, warm_patience):
+def test_warm_fits_use_the_shorter_patience(problem, runs, warm_patience):
     X, Y = problem
-    estimator = _RecordsTraining(max_epochs=4, batch_size=64, n_iter_no_change=7)
-    _RecordsTraining.runs.clear()
+    estimator = LambdaOrthAligner(max_epochs=4, batch_size=64, n_iter_no_change=7)
     search = LambdaOrthAlignerCV(
         [0.0, 0.5, 1.0], estimator=estimator, cv=2, warm_n_iter_no_change=warm_patience
     ).fit(X, Y)
     warm = 4 if warm_patience == "auto" else 3  # "auto": ceil(7 / 2)
-    patience = [run[1] for run in _RecordsTraining.runs]
+    patience = [run[1] for run in runs]
     # Per fold: the cold first lam with the estimator's patience, then the warm ones; the
     # refit (last) with the estimator's again.  The estimator itself is left untouched.
     assert patience == [7, warm, warm, 7, warm, warm, 7]
     assert search.best_estimator_.n_iter_no_change == estimator.n_iter_no_change == 7
 
 
-def test_increasing_path_starts_each_fit_on_the_secant(problem):
+def test_increasing_path_starts_each_fit_on_the_secant(problem, runs):
     X, Y = problem
     lams = [0.0, 0.5, 1.0, 2.0, 4.0]
-    estimator = _RecordsTraining(max_epochs=10, batch_size=64, lr=1e-2, random_state=0)
-    _RecordsTraining.runs.clear()
+    estimator = LambdaOrthAligner(max_epochs=10, batch_size=64, lr=1e-2, random_state=0)
     LambdaOrthAlignerCV(lams, estimator=estimator, cv=2, refit=False).fit(X, Y)
-    fold = _RecordsTraining.runs[: len(lams)]
+    fold = runs[: len(lams)]
     assert [run[0] for run in fold] == lams and fold[0][2] is None
     # The second fit starts where the first ended; from the third on, the start is
     # W_k + beta (W_k - W_{k-1}) with beta = min(1, step ratio) / 2^j, inside N <= lam - 1
@@ -193,13 +198,12 @@ def test_increasing_path_starts_each_fit_on_the_secant(problem):
     assert moved >= 2
 
 
-def test_decreasing_path_starts_each_fit_at_the_last_one(problem):
+def test_decreasing_path_starts_each_fit_at_the_last_one(problem, runs):
     X, Y = problem
     lams = [4.0, 2.0, 1.0, 0.0]
-    estimator = _RecordsTraining(max_epochs=5, batch_size=64, lr=1e-2, random_state=0)
-    _RecordsTraining.runs.clear()
+    estimator = LambdaOrthAligner(max_epochs=5, batch_size=64, lr=1e-2, random_state=0)
     LambdaOrthAlignerCV(lams, estimator=estimator, cv=2, direction="decreasing").fit(X, Y)
-    fold = _RecordsTraining.runs[: len(lams)]
+    fold = runs[: len(lams)]
     for k in range(1, len(lams)):
         np.testing.assert_array_equal(fold[k][2].W, fold[k - 1][3].W)
 
@@ -247,18 +251,18 @@ def test_string_scoring(problem):
         LambdaOrthAlignerCV([0.0], scoring=several, **params).fit(X, Y)
 
 
-class _FailsAtOne(LambdaOrthAligner):
-    """Diverges (as a too-large lr would) whenever lam == 1."""
-
-    def _train(self, data, rng, **kwargs):
-        if self.lam == 1.0:
-            raise FloatingPointError("Training diverged (test double)")
-        return super()._train(data, rng, **kwargs)
-
-
-def test_a_diverging_lam_scores_nan_and_the_path_goes_on(problem):
+def test_a_diverging_lam_scores_nan_and_the_path_goes_on(problem, monkeypatch):
     X, Y = problem
-    estimator = _FailsAtOne(max_epochs=5, random_state=0)
+    original = path_module.train_map
+
+    def fails_at_one(settings, data, rng, *, lam=None, **kwargs):
+        # Diverges (as a too-large lr would) whenever lam == 1.
+        if lam == 1.0:
+            raise FloatingPointError("Training diverged (test double)")
+        return original(settings, data, rng, lam=lam, **kwargs)
+
+    monkeypatch.setattr(path_module, "train_map", fails_at_one)
+    estimator = LambdaOrthAligner(max_epochs=5, random_state=0)
     with pytest.warns(FitFailedWarning, match="lam=1"):
         search = LambdaOrthAlignerCV([0.0, 1.0, 2.0], estimator=estimator, cv=2).fit(X, Y)
     scores = search.cv_results_["mean_test_score"]
@@ -269,32 +273,29 @@ def test_a_diverging_lam_scores_nan_and_the_path_goes_on(problem):
         LambdaOrthAlignerCV([1.0], estimator=estimator, cv=2).fit(X, Y)
 
 
-class _RecordsLabels(LambdaOrthAligner):
-    """Keeps the labels each training set was prepared with (in a shared list)."""
-
-    seen = []
-
-    def _prepare(self, X, Y, labels, rng, **kwargs):
-        self.seen.append(None if labels is None else np.asarray(labels).copy())
-        return super()._prepare(X, Y, labels, rng, **kwargs)
-
-
-def test_labels_and_groups_are_passed_on(problem):
+def test_labels_and_groups_are_passed_on(problem, monkeypatch):
     X, Y = problem
     labels = np.arange(X.shape[0]) % 4
     groups = np.arange(X.shape[0]) % 3
-    estimator = _RecordsLabels(max_epochs=3, batch_size=64, random_state=0)
+    seen = []  # the label codes each training set was prepared with
+    original = path_module.prepare_fit_data
+
+    def prepare_fit_data(settings, X, Y, codes, rng, **kwargs):
+        seen.append(None if codes is None else np.asarray(codes).copy())
+        return original(settings, X, Y, codes, rng, **kwargs)
+
+    monkeypatch.setattr(path_module, "prepare_fit_data", prepare_fit_data)
+    estimator = LambdaOrthAligner(max_epochs=3, batch_size=64, random_state=0)
     search = LambdaOrthAlignerCV([0.0, np.inf], estimator=estimator, cv=GroupKFold(3))
-    _RecordsLabels.seen.clear()
     search.fit(X, Y, labels=labels, groups=groups)
     assert search.n_splits_ == 3
     assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
     # Each fold's training rows come with their own labels, the refit with all of them.
     splits = list(GroupKFold(3).split(X, Y, groups))
-    assert len(_RecordsLabels.seen) == 4
-    for seen, (train, _) in zip(_RecordsLabels.seen, splits, strict=False):
-        np.testing.assert_array_equal(seen, labels[train])
-    np.testing.assert_array_equal(_RecordsLabels.seen[-1], labels)
+    assert len(seen) == 4
+    for codes, (train, _) in zip(seen, splits, strict=False):
+        np.testing.assert_array_equal(codes, labels[train])
+    np.testing.assert_array_equal(seen[-1], labels)
     with pytest.raises(ValueError, match="labels must be 1-d with one entry per row"):
         search.fit(X, Y, labels=labels[:-1], groups=groups)
 

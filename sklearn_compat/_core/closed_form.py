@@ -26,7 +26,9 @@ class ClosedFormAligner(BaseAligner):
     - ``_check_continuation(previous)``: raise ``ValueError`` when the current parameters
       cannot continue from statistics ``previous`` collected by earlier ``partial_fit``
       calls (checked before any work, so a refused call leaves the model as it was);
-    - ``_solve(moments, n_samples_seen)``: set the fitted attributes.
+    - ``_solve(moments, n_samples_seen)``: set the fitted attributes;
+    - optionally ``_check_fit_inputs(X, Y)``: warnings about the data of a first batch
+      (called after validation succeeded).
     """
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -86,6 +88,8 @@ class ClosedFormAligner(BaseAligner):
         batch, n_rows = batch_moments(
             self, X, Y, sample_weight, reset=reset, **self._moment_options()
         )
+        if reset:
+            self._check_fit_inputs(X, Y)
         if previous is not None:
             batch = previous.merge(batch)
         if batch.weight <= 0:
@@ -95,3 +99,6 @@ class ClosedFormAligner(BaseAligner):
         self._moments_state = vars(batch).copy()
         self.n_samples_seen_ = n_samples_seen
         return self
+
+    def _check_fit_inputs(self, X, Y):
+        """Hook for warnings about the data of a fresh fit; nothing by default."""

@@ -68,6 +68,9 @@ class TrainConfig:
     n_iter_no_change: int
     tol: float
     verbose: int
+    # Improvements smaller than this share of the best monitored loss do not count either
+    # (0: only ``tol``); the lam path's warm-started fits use it.
+    rel_tol: float = 0.0
 
 
 class Objective:
@@ -210,7 +213,8 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
         bar.set_postfix(
             loss=f"{values['loss']:.4g}", gap=f"{history['orthogonality_gap'][-1]:.3g}"
         )
-        if monitor < best - config.tol:
+        needed = config.tol if math.isinf(best) else max(config.tol, config.rel_tol * abs(best))
+        if monitor < best - needed:
             best, stall = monitor, 0
             if valid is not None:
                 best_epoch, best_state = epoch + 1, last_good

@@ -157,6 +157,7 @@ def relative_blockwise(
     device,
     *,
     l2=False,
+    offset=None,
     shift=None,
     scale=None,
     budget=_BLOCK_BYTES,
@@ -165,8 +166,10 @@ def relative_blockwise(
 
     ``kernel`` comes from :func:`prepare_kernel`.  The output is filled in place on the
     host, so device memory holds one block of input and output at a time whatever the
-    number of rows.  ``l2`` scales each output row to unit norm; ``shift``/``scale``
-    standardise each output column (fitted statistics).
+    number of rows.  ``offset`` (d,) is subtracted from every row first (the fitted
+    centre; ``kernel`` must then be prepared from anchors centred alike).  ``l2`` scales
+    each output row to unit norm; ``shift``/``scale`` standardise each output column
+    (fitted statistics).
 
     Returns
     -------
@@ -179,7 +182,7 @@ def relative_blockwise(
         return None if a is None else to_torch(a, device, dtype)
 
     tensors = {key: put(value) for key, value in kernel.items()}
-    shift_t, scale_t = put(shift), put(scale)
+    shift_t, scale_t, offset_t = put(shift), put(scale), put(offset)
     m = kernel["K"].shape[1]
     out = np.empty((n, m), dtype=X.dtype)
     host = torch.from_numpy(out)
@@ -188,6 +191,8 @@ def relative_blockwise(
     for start in range(0, n, step):
         stop = min(start + step, n)
         Xb = to_torch(X[start:stop], device, dtype)
+        if offset_t is not None:
+            Xb = Xb - offset_t
         # On the CPU the result is computed in place in the output array itself.
         R = relative_block(Xb, similarity, tensors, out=host[start:stop] if on_host else None)
         if l2:

@@ -11,6 +11,8 @@ Subcommands::
         --cv 5 --output RESULTS
     sklearn-compat encode --input SRC --output OUT --n-anchors 64 \\
         [--parallel OTHER --parallel-output OTHER_OUT]
+    sklearn-compat search --model MODEL --gallery OLD --queries NEW -k 10 --output OUT \
+        [--gallery-form centered|raw] [--csls K]
     sklearn-compat export --model MODEL --format npz|faiss|onnx --output FILE
     sklearn-compat inspect --model MODEL [--json]
 

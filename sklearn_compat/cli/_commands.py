@@ -26,6 +26,7 @@ __all__ = [
     "run_evaluate",
     "run_grid",
     "run_encode",
+    "run_search",
     "run_export",
     "run_inspect",
 ]
@@ -598,3 +599,45 @@ def _write_encoding(encoder, reader, table, path, args):
         path, layout, force=args.force, inputs=(args.input, args.parallel or args.input)
     ) as writer:
         writer.write(table.ids if reader.id_column else None, R)
+
+
+# ---------------------------------------------------------------------------- search
+def _ids(table):
+    return np.arange(len(table.X)) if table.ids is None else table.ids
+
+
+def run_search(args):
+    _results_suffix(args.output)
+    _check_output(args.output, args.force, inputs=(args.gallery, args.queries, args.model))
+    model = load_model(args.model, trust=args.trust)
+    searcher_class = load("neighbors", "AlignedNeighbors", "the search command")
+    query_reader, queries = read_table(args.queries, _source_spec(args), dtype=args.dtype)
+    _check_width(query_reader, _model_width(model, args.model), args.model)
+    gallery_reader, gallery = read_table(args.gallery, _source_spec(args), dtype=args.dtype)
+    search = searcher_class(
+        model,
+        n_neighbors=args.n_neighbors,
+        gallery=args.gallery_form,
+        csls_k=args.csls,
+        device=args.device or "auto",
+    )
+    try:
+        search.fit(gallery.X)
+    except ValueError as exc:
+        raise InputError(str(exc), path=gallery_reader.path) from None
+    columns = _source_columns(model, query_reader)
+    distances, indices = search.kneighbors(_model_input(queries.X, *columns))
+    n, k = indices.shape
+    # Scores are similarities (higher is nearer): the cosine, or the CSLS value.
+    scores = 1.0 - distances if args.csls is None else 2.0 * (1.0 - distances)
+    frame = pd.DataFrame(
+        {
+            "query_id": np.repeat(_ids(queries), k),
+            "rank": np.tile(np.arange(1, k + 1), n),
+            "gallery_id": _ids(gallery)[indices.ravel()],
+            "score": scores.ravel(),
+        }
+    )
+    _write_results(frame, args.output, args.force)
+    _log(f"searched {len(gallery.X)} gallery items for {n} queries (k={k}); wrote {args.output}")
+    return 0

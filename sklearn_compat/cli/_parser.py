@@ -297,6 +297,44 @@ def _add_encode(sub, parents):
     _add_device(en)
 
 
+def _add_search(sub, parents):
+    se = sub.add_parser(
+        "search",
+        parents=[parents["common"], parents["model"], parents["table"]],
+        help="search an old gallery with new-model queries mapped by MODEL",
+        description="Map every row of NEW with MODEL and write its K nearest rows of OLD "
+        "(cosine; by default both centred by the target mean): one row per query and "
+        "rank with the query id, the gallery id and the score.",
+    )
+    se.add_argument("--gallery", required=True, metavar="OLD", help="the old model's table")
+    se.add_argument("--queries", required=True, metavar="NEW", help="the new model's table")
+    se.add_argument(
+        "-k",
+        "--n-neighbors",
+        type=positive_int,
+        default=10,
+        metavar="K",
+        help="gallery items per query (default 10)",
+    )
+    se.add_argument(
+        "--output", required=True, help="results table (.csv, .parquet or .json)"
+    )
+    se.add_argument(
+        "--gallery-form",
+        choices=("centered", "raw"),
+        default="centered",
+        help="compare in the space centred by the target mean (default) or raw",
+    )
+    se.add_argument(
+        "--csls",
+        type=positive_int,
+        metavar="K",
+        help="rank by CSLS with K neighbours (score = 2 cos - both hubness penalties)",
+    )
+    _add_force(se, "an existing output")
+    _add_device(se)
+
+
 def _add_export(sub, parents):
     ex = sub.add_parser(
         "export",
@@ -326,6 +364,7 @@ COMMANDS = (
     _add_evaluate,
     _add_grid,
     _add_encode,
+    _add_search,
     _add_export,
     _add_inspect,
 )

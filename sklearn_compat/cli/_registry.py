@@ -119,7 +119,12 @@ OPTIONS = {
                 "help": "'auto' (default: CUDA when available), 'cpu', 'cuda:N'",
             },
         ),
-        Option("--center", _switch("centre both sides"), in_grid=False),
+        Option("--center", _switch("centre both sides (the default)"), in_grid=False),
+        Option(
+            "--no-center",
+            _switch("no centring (the uncentred map of release 0.1.0)"),
+            in_grid=False,
+        ),
         Option("--scale", _switch("fit an isotropic scale"), in_grid=False),
         Option("--no-reflection", _switch("rotations only (det = +1)"), in_grid=False),
         Option("--alpha", {"type": float, "help": "ridge penalty"}, in_grid=False),
@@ -176,6 +181,7 @@ METHODS = {
         "OrthogonalProcrustesAligner",
         {
             "center": "center",
+            "no_center": ("center", _negate),
             "scale": "scale",
             "no_reflection": ("allow_reflection", _negate),
             "device": "device",

@@ -19,7 +19,8 @@ Class-label retrieval (the protocol of compatible representation learning):
 Geometry:
 
 - :func:`neighbourhood_preservation`: k-neighbourhoods kept by a map;
-- :func:`alignability`: the Gram-matrix diagnostic and Procrustes bounds.
+- :func:`alignability`: the Gram-matrix diagnostic and Procrustes bounds;
+- :func:`anisotropy`: how strongly a space's rows share one common direction.
 
 Deciding an upgrade:
 
@@ -33,6 +34,7 @@ Model selection:
 """
 
 from ._alignability import alignability
+from ._anisotropy import AnisotropyWarning, anisotropy
 from ._backfill import backfilling_auc, backfilling_curve, backfilling_order
 from ._report import CompatibilityReport, compatibility_report
 from ._retrieval import (
@@ -51,6 +53,8 @@ from ._scorers import (
 __all__ = [
     "CompatibilityReport",
     "alignability",
+    "anisotropy",
+    "AnisotropyWarning",
     "backfilling_auc",
     "backfilling_curve",
     "backfilling_order",

@@ -1,0 +1,305 @@
+"""The query path: search an old model's gallery with new-model queries through an aligner."""
+
+import numbers
+
+import numpy as np
+import scipy.sparse
+import torch
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.pipeline import Pipeline
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._core.backend import resolve_device, to_torch
+from ._core.ranking import (
+    block_rows,
+    check_embeddings,
+    knn_mean_similarity,
+    l2_normalize,
+)
+
+__all__ = ["AlignedNeighbors"]
+
+# Bytes of similarity slab per block of queries (the top-k buffers are small beside it).
+_SLAB_BYTES = 128 * 2**20
+
+
+def _final_step(aligner):
+    return aligner[-1] if isinstance(aligner, Pipeline) else aligner
+
+
+class AlignedNeighbors(BaseEstimator):
+    """Nearest neighbours in an old model's gallery for queries embedded by a new model.
+
+    scikit-learn's :class:`~sklearn.neighbors.NearestNeighbors` interface for the query
+    path of a model upgrade: ``fit`` stores the old gallery (in the target space of a
+    fitted aligner), ``kneighbors`` maps the new-model queries with the aligner and returns
+    the nearest gallery items.  Nothing is re-embedded.
+
+    Parameters
+    ----------
+    aligner : fitted aligner or Pipeline ending in one
+        Anything with ``transform`` that maps the new model's embeddings into the old
+        model's space (:class:`~sklearn_compat.OrthogonalProcrustesAligner`,
+        :class:`~sklearn_compat.AffineAligner`, :class:`~sklearn_compat.LambdaOrthAligner`
+        or a pipeline ending in one).  It is used as given, never refitted (``clone`` of
+        this estimator clones it unfitted; wrap it in
+        :class:`sklearn.frozen.FrozenEstimator` to keep it through ``clone``).
+    n_neighbors : int, default=10
+        Neighbours returned by ``kneighbors`` when it is not given one.
+    gallery : {"centered", "raw"}, default="centered"
+        How gallery and mapped queries are compared.  ``"centered"``: both are shifted by
+        the target mean ``mu`` and renormalised before the cosine: ``mu`` is the aligner's
+        ``mean_y_`` when it has a non-zero one (a centred Procrustes map), else the mean of
+        the gallery given to ``fit``.  On anisotropic models, whose embeddings share one
+        common direction, every mapped query is otherwise pulled toward the gallery items
+        nearest that direction.  ``"raw"``: plain cosine against the stored gallery.
+        Centring the stored gallery is vector arithmetic on the index (subtract one vector,
+        renormalise), not a re-embedding.
+    metric : {"cosine"}, default="cosine"
+        Similarity of the comparison; distances are ``1 - cos``.
+    csls_k : int, default=None
+        When set, rank by CSLS (cross-domain similarity local scaling, Conneau et al.,
+        2018, "Word translation without parallel data"):
+        ``CSLS(q, g) = 2 cos(q, g) - r_G(q) - r_Q(g)``, where ``r_G(q)`` is the mean cosine
+        of query ``q`` to its ``csls_k`` nearest gallery items and ``r_Q(g)`` that of
+        gallery item ``g`` to its ``csls_k`` nearest queries *of the same* ``kneighbors``
+        *call* (hubs, near many queries, are penalised).  Distances are then
+        ``1 - CSLS / 2``: the cosine distance plus the mean of the two penalties.
+    memory_budget : int, default=None
+        Bytes of similarity slab per block of queries (default 128 MiB), as in
+        :mod:`sklearn_compat.metrics`: the block height follows from it, so memory stays
+        bounded whatever the number of queries.
+    device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
+        Where the similarities and top-k run ("auto": CUDA when torch sees a GPU).
+
+    Attributes
+    ----------
+    gallery_ : ndarray of shape (n_samples_fit_, n_features_in_)
+        The gallery in its scoring form: centred (when ``gallery="centered"``) and
+        L2-normalised rows, in the dtype given to ``fit``.
+    center_ : ndarray of shape (n_features_in_,) or None
+        The mean subtracted from gallery and mapped queries (None for ``"raw"``).
+    n_samples_fit_ : int
+        Number of gallery items.
+    n_features_in_ : int
+        Width of the gallery (the aligner's target space).
+
+    See Also
+    --------
+    sklearn.neighbors.NearestNeighbors : the interface followed here.
+    sklearn_compat.metrics.paired_topk_accuracy : the paired evaluation of the same path.
+
+    Notes
+    -----
+    Each block of queries is scored against the whole gallery with one GEMM and reduced
+    with :func:`torch.topk`, so the peak memory is one (block, n_gallery) slab; ties between
+    equally similar gallery items are broken in no particular order.  An all-zero row
+    (after centring) has similarity 0 to everything.  Results come back sorted by
+    increasing distance, as scikit-learn's.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.stats import ortho_group
+    >>> from sklearn_compat import AlignedNeighbors, OrthogonalProcrustesAligner
+    >>> rng = np.random.default_rng(0)
+    >>> Y_old = rng.normal(size=(500, 16)) + 3.0  # old model: one strong common direction
+    >>> Q = ortho_group.rvs(16, random_state=0)
+    >>> X_new = (Y_old - 3.0) @ Q.T + 0.05 * rng.normal(size=(500, 16)) - 1.0
+    >>> aligner = OrthogonalProcrustesAligner().fit(X_new[:400], Y_old[:400])
+    >>> search = AlignedNeighbors(aligner, n_neighbors=3).fit(Y_old)
+    >>> distances, indices = search.kneighbors(X_new[400:])
+    >>> indices.shape, distances.shape
+    ((100, 3), (100, 3))
+    >>> float(np.mean(indices[:, 0] == np.arange(400, 500)))  # its own old embedding
+    1.0
+    """
+
+    _parameter_constraints: dict = {
+        "aligner": [HasMethods(["transform"])],
+        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "gallery": [StrOptions({"centered", "raw"})],
+        "metric": [StrOptions({"cosine"})],
+        "csls_k": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "memory_budget": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "device": [str, torch.device],
+    }
+
+    def __init__(
+        self,
+        aligner,
+        *,
+        n_neighbors=10,
+        gallery="centered",
+        metric="cosine",
+        csls_k=None,
+        memory_budget=None,
+        device="auto",
+    ):
+        self.aligner = aligner
+        self.n_neighbors = n_neighbors
+        self.gallery = gallery
+        self.metric = metric
+        self.csls_k = csls_k
+        self.memory_budget = memory_budget
+        self.device = device
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Store the old gallery in its scoring form.
+
+        Parameters
+        ----------
+        X : array-like or torch.Tensor of shape (n_gallery, n_targets)
+            The old model's embeddings of the gallery items (the aligner's target space).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            Fitted searcher.
+        """
+        resolve_device(self.device, for_inference=True)
+        final = _final_step(self.aligner)
+        check_is_fitted(final)
+        G = check_embeddings(X, "gallery")
+        width = getattr(final, "n_targets_", G.shape[1])
+        if G.shape[1] != width:
+            raise ValueError(
+                f"gallery has {G.shape[1]} features, but the aligner maps into a space of "
+                f"{width} features."
+            )
+        if self.csls_k is not None and self.csls_k > G.shape[0]:
+            raise ValueError(
+                f"csls_k={self.csls_k} exceeds the number of gallery items ({G.shape[0]})."
+            )
+        center = None
+        if self.gallery == "centered":
+            mean_y = getattr(final, "mean_y_", None)
+            if mean_y is not None and np.any(mean_y):
+                center = np.asarray(mean_y, dtype=np.float64)
+            else:
+                center = G.mean(axis=0, dtype=np.float64)
+        self.center_ = center
+        self.gallery_ = self._scoring_form(G, torch.device("cpu")).numpy()
+        self.n_samples_fit_, self.n_features_in_ = G.shape
+        return self
+
+    def _scoring_form(self, A, device):
+        """Rows shifted by ``center_`` (if any) and L2-normalised, as a tensor on device."""
+        dtype = torch.float64 if A.dtype == np.float64 else torch.float32
+        T = to_torch(A, device, dtype)
+        if self.center_ is not None:
+            T = T - to_torch(self.center_, device, dtype)
+        return l2_normalize(T)
+
+    def _dtype(self):
+        return torch.float64 if self.gallery_.dtype == np.float64 else torch.float32
+
+    def _mapped_queries(self, X):
+        Z = np.asarray(self.aligner.transform(X))
+        if Z.ndim != 2 or Z.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"the aligner maps the queries to shape {Z.shape}, but the gallery has "
+                f"{self.n_features_in_} features."
+            )
+        return check_embeddings(Z, "mapped queries")
+
+    def _check_n_neighbors(self, n_neighbors):
+        if n_neighbors is None:
+            n_neighbors = self.n_neighbors
+        if (
+            not isinstance(n_neighbors, numbers.Integral)
+            or isinstance(n_neighbors, bool)
+            or n_neighbors < 1
+        ):
+            raise ValueError(f"n_neighbors must be a positive integer, got {n_neighbors!r}.")
+        if n_neighbors > self.n_samples_fit_:
+            raise ValueError(
+                f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {n_neighbors}, "
+                f"n_samples_fit = {self.n_samples_fit_}."
+            )
+        return int(n_neighbors)
+
+    def kneighbors(self, X, n_neighbors=None, return_distance=True):
+        """The nearest gallery items of each new-model query.
+
+        Parameters
+        ----------
+        X : array-like or torch.Tensor of shape (n_queries, n_features)
+            New-model embeddings of the queries (the aligner's source space).
+        n_neighbors : int, default=None
+            Neighbours per query (default: ``self.n_neighbors``).
+        return_distance : bool, default=True
+            Also return the distances.
+
+        Returns
+        -------
+        distances : ndarray of shape (n_queries, n_neighbors)
+            ``1 - cos`` (or ``1 - CSLS / 2`` with ``csls_k``), increasing along each row;
+            only returned when ``return_distance``.
+        indices : ndarray of shape (n_queries, n_neighbors), int64
+            Gallery rows, nearest first.
+        """
+        check_is_fitted(self, "gallery_")
+        k = self._check_n_neighbors(n_neighbors)
+        Z = self._mapped_queries(X)
+        device = resolve_device(self.device, for_inference=True)
+        Q = self._scoring_form(Z, device)
+        # The stored gallery is in its scoring form already; float64 if either side is.
+        dtype = torch.float64 if torch.float64 in (Q.dtype, self._dtype()) else torch.float32
+        Q, G = Q.to(dtype), to_torch(self.gallery_, device, dtype)
+        n = Q.shape[0]
+        budget = self.memory_budget or _SLAB_BYTES
+        query_penalty = gallery_penalty = None
+        if self.csls_k is not None:
+            if self.csls_k > n:
+                raise ValueError(
+                    f"csls_k={self.csls_k} exceeds the number of queries ({n}): CSLS "
+                    "measures each gallery item's neighbourhood among the queries."
+                )
+            query_penalty = knn_mean_similarity(Q, G, self.csls_k, budget=budget)
+            gallery_penalty = knn_mean_similarity(G, Q, self.csls_k, budget=budget)
+        step = block_rows(G.shape[0], Q.element_size(), budget)
+        scores = np.empty((n, k), dtype=np.float64 if dtype == torch.float64 else np.float32)
+        indices = np.empty((n, k), dtype=np.int64)
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            sims = Q[start:stop] @ G.T
+            if gallery_penalty is not None:
+                sims = 2 * sims - gallery_penalty[None, :] - query_penalty[start:stop, None]
+            top = torch.topk(sims, k, dim=1, largest=True, sorted=True)
+            scores[start:stop] = top.values.cpu().numpy()
+            indices[start:stop] = top.indices.cpu().numpy()
+        if not return_distance:
+            return indices
+        distances = 1.0 - (scores / 2 if self.csls_k is not None else scores)
+        return distances, indices
+
+    def kneighbors_graph(self, X, n_neighbors=None, mode="connectivity"):
+        """Sparse graph from each query to its nearest gallery items.
+
+        Parameters
+        ----------
+        X : array-like or torch.Tensor of shape (n_queries, n_features)
+            New-model embeddings of the queries.
+        n_neighbors : int, default=None
+            Neighbours per query (default: ``self.n_neighbors``).
+        mode : {"connectivity", "distance"}, default="connectivity"
+            Entries of 1, or the distances of :meth:`kneighbors`.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix of shape (n_queries, n_samples_fit_)
+        """
+        if mode not in ("connectivity", "distance"):
+            raise ValueError(f"mode must be 'connectivity' or 'distance', got {mode!r}.")
+        distances, indices = self.kneighbors(X, n_neighbors=n_neighbors)
+        n, k = indices.shape
+        data = np.ones(n * k) if mode == "connectivity" else distances.ravel()
+        indptr = np.arange(0, n * k + 1, k)
+        return scipy.sparse.csr_matrix(
+            (data, indices.ravel(), indptr), shape=(n, self.n_samples_fit_)
+        )
