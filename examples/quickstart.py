@@ -49,7 +49,11 @@ def train_embedder(X, y, seed, dim=32, epochs=20):
     return embed
 
 
-def main():
+def digit_models():
+    """The digits split in train/test and two embedders trained with different seeds.
+
+    Returns ``(X_train, X_test, y_train, y_test, old, new)``.
+    """
     # Networks this small run fastest on one thread (more only add synchronisation).
     torch.set_num_threads(1)
     digits = load_digits()
@@ -59,6 +63,11 @@ def main():
     )
     old = train_embedder(X_train, y_train, seed=1)
     new = train_embedder(X_train, y_train, seed=2)
+    return X_train, X_test, y_train, y_test, old, new
+
+
+def main():
+    X_train, X_test, y_train, y_test, old, new = digit_models()
     # The paired training items embedded by both models, and the held-out items.
     new_train, old_train = new(X_train), old(X_train)
     new_test, old_test = new(X_test), old(X_test)

@@ -49,3 +49,27 @@ def test_quickstart_runs_and_alignment_improves_retrieval():
         # held-out items find their partner.
         assert after["top-1"] > 0.5 > 0.1 > before["top-1"], result.stdout
         assert after["cosine"] > 0.9 > before["cosine"], result.stdout
+
+
+def test_upgrade_decision_reports_and_deploys(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    script = ROOT / "examples" / "upgrade_decision.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--output-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(("bridge: it keeps", "re-index: the bridge keeps"))
+    assert (tmp_path / "report.md").read_text().startswith("# Bridge or re-index?")
+    assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        assert "skipping the deployment" in result.stdout
+    else:
+        assert "same top-10 as mapping in Python, then searching: True" in result.stdout

@@ -15,6 +15,7 @@ import torch
 from sklearn.utils import check_random_state
 
 __all__ = [
+    "SMALL_INPUT_ROWS",
     "is_dask_collection",
     "resolve_device",
     "as_numpy_input",
@@ -241,6 +242,11 @@ def one_line_errors():
 # Rows per transform chunk: the device holds one chunk of input and output at a time, so
 # a 10M-row X is never copied to a GPU whole (and the host keeps only the output).
 _TRANSFORM_CHUNK_ROWS = 65536
+
+
+# Inputs of at most this many rows take BaseAligner.transform's small-input path (light
+# checks, a cached map); larger ones are validated in full and mapped in chunks.
+SMALL_INPUT_ROWS = 1024
 
 
 def apply_affine(X, A, b, device):

@@ -1,5 +1,9 @@
 """The aligner base class: validation of paired inputs, tags, score and feature names."""
 
+import operator
+import warnings
+import weakref
+
 import numpy as np
 import torch
 from sklearn import config_context
@@ -13,6 +17,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from . import backend
 from .backend import (
     apply_affine,
     check_tensor,
@@ -20,6 +25,7 @@ from .backend import (
     is_dask_collection,
     one_line_errors,
     resolve_device,
+    to_torch,
 )
 from .ranking import paired_ranks
 from .validation import (
@@ -173,6 +179,9 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             X mapped into Y's space, in X's float dtype (a lazy Dask array with X's row
             chunks when X is a Dask array).
         """
+        fast = _small_transform(self, X)
+        if fast is not None:
+            return fast
         if is_dask_collection(X):
             from .dask import dask_transform
 
@@ -256,6 +265,83 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         return tags
 
 
+# The query path: a retrieval service maps a handful of rows per request, where the full
+# validation and conversions cost far more than the product itself.  Clean small numpy
+# input on a CPU model is checked lightly (type, width, dtype, finiteness) and multiplied
+# by a cached copy of the map in its dtype; anything else (other types, a wrong
+# width, NaN/inf, a model fitted with feature names, a GPU model) takes the full path,
+# which validates and words its errors as always.
+# Per model: the state the cached map was derived from, and the map per input dtype.  Kept
+# outside the estimator, so it is never pickled and transform leaves __dict__ unchanged.
+_FAST_MAPS = weakref.WeakKeyDictionary()
+
+
+def _small_transform(model, X):
+    """``X @ A + b`` in numpy for small clean CPU input, else None (use the full path)."""
+    if (
+        type(X) is not np.ndarray
+        or X.ndim != 2
+        or not 0 < X.shape[0] <= backend.SMALL_INPUT_ROWS
+        or X.dtype not in FLOAT_DTYPES
+        or not (X.flags.c_contiguous and X.flags.writeable)
+    ):
+        return None
+    state = _model_state(model)
+    entry = _FAST_MAPS.get(model)
+    if entry is None or len(entry[0]) != len(state) or not all(map(operator.is_, entry[0], state)):
+        entry = _fast_entry(model, state)
+        if entry is None:
+            return None
+    maps = entry[1]
+    if X.shape[1] != maps["n_features"]:
+        return None
+    # NaN and inf survive a sum; a finite sum that overflows sends clean data to the full
+    # path, which then checks element by element.
+    if not np.isfinite(X.sum()):
+        return None
+    A, b = maps.get(X.dtype) or maps.setdefault(X.dtype, _cpu_map(maps, X.dtype))
+    # torch's kernel on the same operands as apply_affine, so this path returns exactly
+    # what the full path does (the command line's batch size never changes its output).
+    return torch.addmm(b, torch.from_numpy(X), A).numpy()
+
+
+def _cpu_map(maps, dtype):
+    torch_dtype = torch.float64 if dtype == np.float64 else torch.float32
+    return to_torch(maps["A"], "cpu", torch_dtype), to_torch(maps["b"], "cpu", torch_dtype)
+
+
+def _model_state(model):
+    """The objects a model's map derives from: any reassignment (refit, set_params, a
+    device changed on a search's ``best_estimator_``) invalidates the cached map."""
+    state = tuple(vars(model).values())
+    best = getattr(model, "best_estimator_", None)
+    return state if best is None else state + tuple(vars(best).values())
+
+
+def _fast_entry(model, state):
+    """Cache the float64 map of a fitted CPU model; None when the fast path does not apply."""
+    try:
+        check_is_fitted(model)
+        if hasattr(model, "feature_names_in_"):
+            return None
+        # A model asking for a device it cannot have warns on every call: leave that
+        # (and any GPU model) to the full path.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            device = model._compute_device()
+        if caught or device.type != "cpu":
+            return None
+        A, b = model._affine_map()
+        n_features = model.n_features_in_
+    except Exception:  # noqa: BLE001 - the full path raises the proper error
+        return None
+    A = np.asarray(A, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64).reshape(-1)
+    entry = (state, {"A": A, "b": b, "n_features": n_features})
+    _FAST_MAPS[model] = entry
+    return entry
+
+
 def _float_tensor(data, name, dtype=None, allow_1d=False):
     """A detached floating tensor (float32/float64) on its own device, or a clear error."""
     check_tensor(data, name)
@@ -277,5 +363,3 @@ def _float_tensor(data, name, dtype=None, allow_1d=False):
         else:
             dtype = data.dtype
     return data.to(dtype)
-
-

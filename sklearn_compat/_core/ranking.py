@@ -33,6 +33,8 @@ __all__ = [
     "normalized_tensors",
     "paired_ranks",
     "similarity_blocks",
+    "target_ranks",
+    "topk_indices",
     "topk_mask",
 ]
 
@@ -267,3 +269,41 @@ def label_rank_stats(
         else:
             out[start:stop] = average_precision_rows(sims, positive)
     return out.cpu().numpy()
+
+
+def target_ranks(queries, gallery, targets, *, device="auto", budget=None):
+    """Rank of gallery row ``targets[i]`` among all gallery rows for query ``i`` (cosine).
+
+    ``rank[i]`` counts the other gallery rows at least as similar as the target (ties count
+    against the query); :func:`paired_ranks` is the case ``targets = arange(n)``.
+    """
+    dev = resolve_device(device, for_inference=True)
+    Q, G = normalized_tensors([queries, gallery], dev)
+    targets = torch.as_tensor(np.asarray(targets, dtype=np.int64), device=dev)
+    ranks = torch.empty(Q.shape[0], dtype=torch.int64, device=dev)
+    for start, stop, sims in similarity_blocks(Q, G, budget=budget):
+        rows = torch.arange(stop - start, device=dev)
+        own = sims[rows, targets[start:stop]]
+        ranks[start:stop] = count_true(sims >= own[:, None]) - 1
+    return ranks.cpu().numpy()
+
+
+def topk_indices(queries, gallery, ks, *, exclude_self=False, device="auto", budget=None):
+    """Each query's ``k`` nearest gallery rows (cosine), as sets, for every ``k`` in ``ks``.
+
+    Returns ``{k: ndarray (n_queries, k) of int64}``, each row in increasing index order
+    (a set: ties at the k-th place go to the lower index, as in :func:`topk_mask`).  With
+    ``exclude_self`` gallery row ``i`` is never among query ``i``'s results.
+    """
+    dev = resolve_device(device, for_inference=True)
+    Q, G = normalized_tensors([queries, gallery], dev)
+    out = {k: np.empty((Q.shape[0], k), dtype=np.int64) for k in ks}
+    # Per entry: the similarity, two masks and topk_mask's int64 running count.
+    per_entry = Q.element_size() + 2 + 8
+    for start, stop, sims in similarity_blocks(Q, G, budget=budget, bytes_per_entry=per_entry):
+        if exclude_self:
+            mask_self(sims, start, -torch.inf)
+        for k in ks:
+            columns = topk_mask(sims, k).nonzero()[:, 1]
+            out[k][start:stop] = columns.reshape(stop - start, k).cpu().numpy()
+    return out

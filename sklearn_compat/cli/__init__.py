@@ -5,13 +5,16 @@ Subcommands::
     sklearn-compat fit --method procrustes|affine|lambda-orth --source SRC --target TGT \\
         --id-column ID --model MODEL [method options such as --lam 12]
     sklearn-compat transform --model MODEL --input SRC --output OUT [--id-column ID]
-    sklearn-compat evaluate --model MODEL --source SRC --target TGT --id-column ID [--json]
+    sklearn-compat evaluate --model MODEL --source SRC --target TGT --id-column ID [--json] \\
+        [--report report.md]
     sklearn-compat grid --source SRC --target TGT --id-column ID --lam 0 4 12 inf \\
         --cv 5 --output RESULTS
     sklearn-compat encode --input SRC --output OUT --n-anchors 64 \\
         [--parallel OTHER --parallel-output OTHER_OUT]
     sklearn-compat search --model MODEL --gallery OLD --queries NEW -k 10 --output OUT \
         [--gallery-form centered|raw] [--csls K]
+    sklearn-compat export --model MODEL --format npz|faiss|onnx --output FILE
+    sklearn-compat inspect --model MODEL [--json]
 
 Tables are CSV, Parquet or .npy, chosen from the file name (see :mod:`sklearn_compat.io`).
 Exit status: 0 on success, 1 when the input, the model or an output is wrong (one line

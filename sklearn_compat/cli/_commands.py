@@ -20,7 +20,19 @@ from ..io._read import open_table, read_table
 from ..io._write import AtomicOutput, OutputLayout, TableWriter
 from ._registry import LABEL_METRICS, METHODS, METRICS, NotAvailable, build_method, load
 
-__all__ = ["run_fit", "run_transform", "run_evaluate", "run_grid", "run_encode", "run_search"]
+__all__ = [
+    "run_fit",
+    "run_transform",
+    "run_evaluate",
+    "run_grid",
+    "run_encode",
+    "run_search",
+    "run_export",
+    "run_inspect",
+]
+
+# Key of the joined ids in _read_pair's ``extra`` (a tuple: never a column name).
+JOINED_IDS = ("joined ids",)
 
 
 def _log(message):
@@ -71,6 +83,7 @@ def _read_pair(args, extra_columns=()):
     Y = target[1].X[rows_t]
     extra = {c: source[1].extra[c][rows_s] for c in src_extra}
     extra.update({c: target[1].extra[c][rows_t] for c in tgt_extra})
+    extra[JOINED_IDS] = source[1].ids[rows_s]
     return X, Y, source[0], target[0], report, extra
 
 
@@ -147,7 +160,13 @@ def run_fit(args):
         # Class labels switch lambda-orth's contrastive term to its supervised form.
         fit_params["labels"] = extra[args.labels_column]
     estimator.fit(_named_frame(X, src), _named_frame(Y, tgt), **fit_params)
-    fmt = save_model(estimator, args.model, format=args.model_format, force=args.force)
+    fmt = save_model(
+        estimator,
+        args.model,
+        format=args.model_format,
+        force=args.force,
+        training_ids=extra[JOINED_IDS],
+    )
     _log(
         f"fitted {type(estimator).__name__} on {X.shape[0]} pairs "
         f"({X.shape[1]} -> {Y.shape[1]} dimensions); saved {args.model} ({fmt})"
@@ -299,6 +318,9 @@ def _check_width(reader, expected, model_path):
 
 # -------------------------------------------------------------------------- evaluate
 def run_evaluate(args):
+    if args.report:
+        _check_output(args.report, args.force, inputs=(args.source, args.target))
+        _check_output(Path(args.report).with_suffix(".png"), args.force)
     model = load_model(args.model, trust=args.trust)
     _set_device(model, args.device)
     labels_col = (args.labels_column,) if args.labels_column else ()
@@ -346,6 +368,52 @@ def run_evaluate(args):
         for name, value in results.items():
             print(f"{name:<{width}}  {value:.4f}")
         print(f"{'pairs':<{width}}  {X.shape[0]}")
+    if args.report:
+        _write_report(model, _model_input(X, *_source_columns(model, src)), Y, labels, args)
+    return 0
+
+
+def _write_report(model, X, Y, labels, args):
+    """The bridge-or-reindex report as Markdown, its figure beside it (.png)."""
+    from ..metrics import compatibility_report
+
+    report = compatibility_report(model, X, Y, labels=labels, device=args.device or "auto")
+    figure = Path(args.report).with_suffix(".png")
+    with AtomicOutput(figure, force=args.force) as out:
+        report.plot(out.tmp)
+        with AtomicOutput(args.report, force=args.force) as md:
+            md.tmp.write_text(report.to_markdown(figure=figure.name), encoding="utf-8")
+    _log(f"{report.decision}; wrote {args.report} and {figure}")
+
+
+# ---------------------------------------------------------------------- export, inspect
+def run_export(args):
+    from ..io import export_map
+
+    _check_output(args.output, args.force, inputs=(args.model,))
+    model = load_model(args.model, trust=args.trust)
+    path = export_map(model, args.output, format=args.format, force=args.force)
+    width_in, width_out = _model_width(model, args.model), getattr(model, "n_targets_", "?")
+    _log(f"exported {type(model).__name__} ({width_in} -> {width_out}) as {args.format}: {path}")
+    return 0
+
+
+def run_inspect(args):
+    from ..io._fingerprint import format_fingerprint
+
+    model = load_model(args.model, trust=args.trust)
+    fingerprint = getattr(model, "fingerprint_", None)
+    if fingerprint is None:
+        _log(f"{args.model}: no fingerprint (saved before fingerprints); showing the model")
+        fingerprint = {
+            "estimator": f"{type(model).__module__}.{type(model).__qualname__}",
+            "n_features_in": getattr(model, "n_features_in_", None),
+            "n_features_out": getattr(model, "n_targets_", None),
+        }
+    if args.json:
+        print(json.dumps(fingerprint, indent=2))
+    else:
+        print("\n".join(format_fingerprint(fingerprint)))
     return 0
 
 

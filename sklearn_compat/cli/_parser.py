@@ -194,6 +194,13 @@ def _add_evaluate(sub, parents):
     )
     _add_labels_column(ev, "class labels (in SRC or TGT): adds CMC top-1 and mAP")
     ev.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ev.add_argument(
+        "--report",
+        metavar="MD",
+        help="also write the bridge-or-reindex report (Markdown) here, its figure beside it "
+        "(same name, .png); SRC = new model, TGT = old model, held-out rows",
+    )
+    _add_force(ev, "an existing report")
     _add_device(ev)
 
 
@@ -328,8 +335,39 @@ def _add_search(sub, parents):
     _add_device(se)
 
 
+def _add_export(sub, parents):
+    ex = sub.add_parser(
+        "export",
+        parents=[parents["common"], parents["model"]],
+        help="write MODEL's linear map for a serving stack (npz, FAISS, ONNX)",
+        description="npz: arrays W and b with y = x @ W + b; faiss: a LinearTransform to "
+        "wrap an index of old embeddings (IndexPreTransform); onnx: a MatMul + Add graph.",
+    )
+    ex.add_argument("--format", required=True, choices=("npz", "faiss", "onnx"))
+    ex.add_argument("--output", required=True, metavar="FILE")
+    _add_force(ex, "an existing output")
+
+
+def _add_inspect(sub, parents):
+    ins = sub.add_parser(
+        "inspect",
+        parents=[parents["common"], parents["model"]],
+        help="print MODEL's fingerprint (version, estimator, widths, training rows)",
+    )
+    ins.add_argument("--json", action="store_true", help="print JSON")
+
+
 # The commands in the order ``--help`` lists them.
-COMMANDS = (_add_fit, _add_transform, _add_evaluate, _add_grid, _add_encode, _add_search)
+COMMANDS = (
+    _add_fit,
+    _add_transform,
+    _add_evaluate,
+    _add_grid,
+    _add_encode,
+    _add_search,
+    _add_export,
+    _add_inspect,
+)
 
 
 def build_parser():

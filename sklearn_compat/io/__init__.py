@@ -1,5 +1,8 @@
 """Reading and writing tabular embedding exports (CSV, Parquet, .npy) and fitted models.
 
+Fitted linear maps are exported for a serving stack (numpy ``.npz``, FAISS, ONNX) with
+:func:`export_map`; :func:`linear_form` gives the map as ``(W, b)``.
+
 An *embedding table* holds an id column and the embedding, either as numeric columns (one
 per dimension) or as one list-valued column.  The format comes from the file name:
 ``.csv``, ``.parquet`` / ``.pq`` or ``.npy``.
@@ -30,6 +33,8 @@ Examples
 """
 
 from ._common import FORMATS, ColumnSpec, InputError, table_format
+from ._export import EXPORT_FORMATS, aligned_faiss_index, export_map, linear_form
+from ._fingerprint import model_fingerprint
 from ._join import DUPLICATE_POLICIES, JoinReport, join_on_ids
 from ._model_files import load_model, model_format, save_model
 from ._read import Batch, TableReader, open_table, read_table
@@ -40,14 +45,19 @@ __all__ = [
     "Batch",
     "ColumnSpec",
     "DUPLICATE_POLICIES",
+    "EXPORT_FORMATS",
     "FORMATS",
     "InputError",
     "JoinReport",
     "OutputLayout",
     "TableReader",
     "TableWriter",
+    "aligned_faiss_index",
+    "export_map",
     "join_on_ids",
+    "linear_form",
     "load_model",
+    "model_fingerprint",
     "model_format",
     "open_table",
     "read_table",

@@ -7,6 +7,7 @@ could run code on load) makes :func:`load_model` refuse, naming the types, unles
 it is loaded only with ``trust=True``.
 """
 
+import copy
 import importlib
 import zipfile
 from pathlib import Path
@@ -16,6 +17,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from ._common import InputError
+from ._fingerprint import model_fingerprint
 from ._write import AtomicOutput
 
 __all__ = ["save_model", "load_model", "model_format", "own_types"]
@@ -50,8 +52,11 @@ def model_format(path, requested=None):
     return "joblib" if Path(path).suffix.lower() in _JOBLIB_SUFFIXES else "skops"
 
 
-def save_model(model, path, *, format=None, force=False):
-    """Write a fitted model atomically; returns the format used.
+def save_model(model, path, *, format=None, force=False, training_ids=None, n_training_rows=None):
+    """Write a fitted model atomically, with its fingerprint; returns the format used.
+
+    The file holds a shallow copy of a fitted ``model`` carrying ``fingerprint_`` (see
+    :func:`model_fingerprint`); ``model`` itself is left as it is.
 
     Parameters
     ----------
@@ -63,6 +68,11 @@ def save_model(model, path, *, format=None, force=False):
         None: joblib for ``.joblib``/``.pkl`` names, else skops.
     force : bool, default=False
         Replace an existing file.
+    training_ids : array-like, default=None
+        Ids of the rows the model was fitted on: their count and a hash go into the
+        fingerprint.
+    n_training_rows : int, default=None
+        Number of training rows, when the ids are not given.
 
     Returns
     -------
@@ -85,6 +95,12 @@ def save_model(model, path, *, format=None, force=False):
     ('skops', True)
     """
     fmt = model_format(path, format)
+    if _is_fitted(model):
+        stamped = copy.copy(model)
+        stamped.fingerprint_ = model_fingerprint(
+            model, training_ids=training_ids, n_training_rows=n_training_rows
+        )
+        model = stamped
     with AtomicOutput(path, force=force) as out:
         if fmt == "skops":
             try:
@@ -100,6 +116,14 @@ def save_model(model, path, *, format=None, force=False):
 
             joblib.dump(model, out.tmp)
     return fmt
+
+
+def _is_fitted(model):
+    try:
+        check_is_fitted(model)
+    except (NotFittedError, TypeError):
+        return False
+    return True
 
 
 def own_types(type_names):

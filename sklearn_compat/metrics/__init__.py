@@ -22,6 +22,11 @@ Geometry:
 - :func:`alignability`: the Gram-matrix diagnostic and Procrustes bounds;
 - :func:`anisotropy`: how strongly a space's rows share one common direction.
 
+Deciding an upgrade:
+
+- :func:`compatibility_report`: old, bridged and re-indexed retrieval side by side, the
+  bridge's retention with confidence intervals, and a one-line decision.
+
 Model selection:
 
 - :func:`make_retrieval_scorer`, :func:`make_multi_retrieval_scorer`,
@@ -31,6 +36,7 @@ Model selection:
 from ._alignability import alignability
 from ._anisotropy import AnisotropyWarning, anisotropy
 from ._backfill import backfilling_auc, backfilling_curve, backfilling_order
+from ._report import CompatibilityReport, compatibility_report
 from ._retrieval import (
     cmc_topk_accuracy,
     mean_average_precision,
@@ -45,6 +51,7 @@ from ._scorers import (
 )
 
 __all__ = [
+    "CompatibilityReport",
     "alignability",
     "anisotropy",
     "AnisotropyWarning",
@@ -52,6 +59,7 @@ __all__ = [
     "backfilling_curve",
     "backfilling_order",
     "cmc_topk_accuracy",
+    "compatibility_report",
     "get_retrieval_scorer_names",
     "make_multi_retrieval_scorer",
     "make_retrieval_scorer",

@@ -1,0 +1,51 @@
+"""The small-input path of transform: same results and same errors as the full path."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner
+
+
+def _full(model, X):
+    # A tensor is not taken by the small-input path: it is validated and converted in full.
+    return model.transform(torch.from_numpy(X.copy()))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_path_matches_full_path_and_keeps_dtype(rng, dtype):
+    X = rng.normal(size=(50, 6)).astype(dtype)
+    Y = (X @ rng.normal(size=(6, 4)) + 1.0).astype(dtype)
+    model = OrthogonalProcrustesAligner(center=True, scale=True).fit(X, Y)
+    out = model.transform(X[:3])
+    assert out.dtype == dtype and out.shape == (3, 4)
+    W, b = model._affine_map()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, X[:3].astype(np.float64) @ W + b, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(out, _full(model, X[:3]))
+    # A refit (new fitted arrays) is seen at once: the cached map is not reused.
+    model.fit(X, -Y)
+    np.testing.assert_array_equal(model.transform(X[:3]), _full(model, X[:3]))
+    np.testing.assert_allclose(model.transform(X[:3]), -out, rtol=tol, atol=tol)
+
+
+def test_small_path_keeps_the_full_validation(rng):
+    X = rng.normal(size=(30, 5))
+    model = AffineAligner().fit(X, X[:, :3])
+    bad = X[:1].copy()
+    bad[0, 2] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        model.transform(bad)
+    bad[0, 2] = np.inf
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        model.transform(bad)
+    with pytest.raises(ValueError, match="X has 4 features, but AffineAligner is expecting 5"):
+        model.transform(X[:1, :4].copy())
+    with pytest.raises(ValueError, match="Expected 2D array, got 1D array"):
+        model.transform(X[0])
+    # A model fitted on a DataFrame still warns about input without feature names.
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(5)])
+    named = AffineAligner().fit(frame, X[:, :3])
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        named.transform(X[:1])
