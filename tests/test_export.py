@@ -104,3 +104,23 @@ def test_no_linear_form_and_wrong_widths_are_refused(rng, tmp_path):
         session.run(None, {"x": np.zeros((2, 5), np.float32)})
     with pytest.raises(ValueError, match="already exists"):
         export_map(models[0], path, format="onnx")
+
+
+def test_models_whose_transform_is_not_affine_are_refused(rng):
+    # A subclass that adds a step around its affine part must not export the matrix
+    # alone: the whitened aligner normalises rows, the residual adapter adds an MLP.
+    from sklearn_compat import ResidualAdapterAligner, WhitenedProcrustesAligner
+
+    X = rng.normal(size=(200, 6))
+    Y = np.tanh(X @ rng.normal(size=(6, 5)))
+    for model in (
+        WhitenedProcrustesAligner(normalize=True),
+        ResidualAdapterAligner(hidden=8, max_epochs=3, random_state=0),
+    ):
+        model.fit(X, Y)
+        with pytest.raises(TypeError, match="has no linear form with these parameters"):
+            linear_form(model)
+    # The same classes in an affine setting export exactly.
+    plain = WhitenedProcrustesAligner(normalize=False).fit(X, Y)
+    W, b = linear_form(plain)
+    np.testing.assert_allclose(X @ W + b, plain.transform(X), rtol=1e-10, atol=1e-10)

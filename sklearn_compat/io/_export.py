@@ -77,7 +77,28 @@ def linear_form(model):
         raise TypeError(f"{name} has no linear form (its transform is not x @ W + b).") from None
     W = np.array(W, dtype=np.float64)
     b = np.array(b, dtype=np.float64).reshape(-1)
+    _check_transform_is_affine(model, W, b)
     return W, b
+
+
+def _check_transform_is_affine(model, W, b):
+    """Refuse a model whose ``transform`` does more than ``x @ W + b``.
+
+    A subclass may add a step around its affine part (row normalisation, a residual MLP);
+    exporting the matrix alone would then change the model's answers silently.  Rows of
+    several lengths and directions expose both kinds of step.
+    """
+    rng = np.random.default_rng(0)
+    probe = rng.normal(size=(8, W.shape[0])) * np.geomspace(0.1, 10.0, 8)[:, None]
+    expected = probe @ W + b
+    got = np.asarray(model.transform(probe), dtype=np.float64)
+    scale = np.abs(expected).max() + np.abs(b).max() + 1e-300
+    if not np.allclose(got, expected, rtol=1e-6, atol=1e-6 * scale):
+        raise TypeError(
+            f"{type(model).__name__} has no linear form with these parameters: its transform "
+            "is not x @ W + b (it normalises rows or has a nonlinear part), so exporting the "
+            "matrix alone would change its answers."
+        )
 
 
 def export_map(model, path, format="npz", *, force=False):
