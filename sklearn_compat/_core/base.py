@@ -23,7 +23,7 @@ from .backend import (
     to_torch,
 )
 
-__all__ = ["BaseAligner", "apply_affine", "pick_target", "raise_not_finite"]
+__all__ = ["BaseAligner", "apply_affine", "largest_abs", "pick_target", "raise_not_finite"]
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -321,11 +321,17 @@ def raise_not_finite(X, Y):
     with config_context(assume_finite=False):
         assert_all_finite(as_numpy_input(X), input_name="X")
         assert_all_finite(as_numpy_input(Y), input_name="Y")
-    dtype = str(X.dtype).removeprefix("torch.")
     raise ValueError(
-        f"The products of X and Y overflow {dtype}: the values are too large "
-        "(rescale them, or pass float64)."
+        "The products of X and Y overflow float64: the values are too large "
+        f"(largest |X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}); rescale them (e.g. divide by "
+        "their largest value) before fitting."
     )
+
+
+def largest_abs(A):
+    """Largest absolute entry of an array or tensor (0.0 when empty), for messages."""
+    A = as_numpy_input(A)
+    return float(np.abs(A).max()) if A.size else 0.0
 
 
 def pick_target(Y, y):

@@ -12,7 +12,7 @@ import torch
 from sklearn.utils.validation import _check_sample_weight
 
 from .backend import as_numpy_input, is_dask_collection, resolve_device
-from .base import raise_not_finite
+from .base import largest_abs, raise_not_finite
 from .moments import _CHUNK_ROWS, compute_moments
 
 __all__ = ["batch_moments", "is_dask_collection", "moments_in_dtype"]
@@ -116,20 +116,45 @@ def batch_moments(
             dtype=np.float64 if float64 else np.float32,
             ensure_non_negative=True,
         )
-    moments = moments_in_dtype(
-        X,
-        Y,
-        sample_weight,
-        centered=centered,
-        need_gram=need_gram,
-        need_means=need_means,
-        need_sq_x=need_sq_x,
-        device=resolve_device(estimator.device),
-        stats_dtype=stats_dtype,
-    )
+    options = {
+        "centered": centered,
+        "need_gram": need_gram,
+        "need_means": need_means,
+        "need_sq_x": need_sq_x,
+        "device": resolve_device(estimator.device),
+    }
+    moments = moments_in_dtype(X, Y, sample_weight, stats_dtype=stats_dtype, **options)
+    gemm_dtype = np.dtype(stats_dtype or ("float64" if _same_dtype(X, np.float64) else "float32"))
+    if gemm_dtype == np.float32 and not _fits_float32(moments):
+        # float32 products overflow from about 1e19 and lose all precision below about
+        # 1e-19: the same statistics in float64 are right up to 1e154 (rare, so the slower
+        # pass is paid only here).
+        gemm_dtype = np.dtype(np.float64)
+        moments = moments_in_dtype(X, Y, sample_weight, stats_dtype=gemm_dtype, **options)
     if not moments.is_finite():
         raise_not_finite(X, Y)
+    if _tiny(moments, np.float64) and largest_abs(X) > 0 and largest_abs(Y) > 0:
+        raise ValueError(
+            f"The values of X and Y are too small for float64 products (largest "
+            f"|X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}): their products underflow to zero. "
+            "Rescale them (e.g. divide by their largest value) before fitting."
+        )
     return moments, int(X.shape[0])
+
+
+def _tiny(moments, dtype):
+    """Whether the cross products sit where ``dtype`` has lost most of its precision."""
+    # Products below 2**-24 of the smallest normal number keep fewer than 24 bits (float32's
+    # whole mantissa); the cross sums are at least as large as one product.
+    limit = np.finfo(dtype).tiny * 2.0**24
+    largest = np.abs(moments.cross).max(initial=0.0)
+    if not np.isnan(moments.sq_x):
+        largest = max(largest, abs(moments.sq_x))
+    return largest < limit
+
+
+def _fits_float32(moments):
+    return moments.is_finite() and not _tiny(moments, np.float32)
 
 
 def check_float_dtype(dtype, name):
