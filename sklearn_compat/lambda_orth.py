@@ -16,7 +16,7 @@ import scipy.linalg
 import torch
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state, column_or_1d
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import as_numpy_input, no_tf32, resolve_device, to_torch, torch_generator
@@ -318,6 +318,7 @@ class LambdaOrthAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
+        refuse_bool_numbers(self)
         warm = bool(self.warm_start) and hasattr(self, "W_")
         if warm and self.bidirectional and not hasattr(self, "forward_W_"):
             raise ValueError(
@@ -573,6 +574,22 @@ class _StartMap(NamedTuple):
     W: np.ndarray
     bias: np.ndarray
     forward: tuple | None = None
+
+
+def refuse_bool_numbers(estimator):
+    """Refuse True/False given for a numeric hyper-parameter (Python counts them as 1/0).
+
+    scikit-learn's ``Interval(Real, ...)`` constraint accepts ``lam=True`` as 1.0, which
+    is never what the caller meant.
+    """
+    for name, constraints in estimator._parameter_constraints.items():
+        value = getattr(estimator, name)
+        numeric = any(isinstance(c, Interval) for c in constraints)
+        if numeric and "boolean" not in constraints and isinstance(value, bool | np.bool_):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {type(estimator).__name__} must be a number, "
+                f"got {value!r} (a bool)."
+            )
 
 
 def _concat_history(previous, new, n_previous):

@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._core.backend import as_numpy_input, resolve_device
 from ._core.base import BaseAligner, pick_target
 from ._lambda.training import small_problem_threads
-from .lambda_orth import LambdaOrthAligner, _StartMap, orthogonality_gap
+from .lambda_orth import LambdaOrthAligner, _StartMap, orthogonality_gap, refuse_bool_numbers
 from .metrics import make_retrieval_scorer
 
 __all__ = ["LambdaOrthAlignerCV"]
@@ -352,6 +352,8 @@ class LambdaOrthAlignerCV(BaseAligner):
     def _check_lams(self, d):
         if self.lams is None:
             return np.sqrt(d) * np.asarray(_DEFAULT_RELATIVE_LAMS)
+        if any(isinstance(v, bool | np.bool_) for v in np.asarray(self.lams, dtype=object).flat):
+            raise TypeError(f"lams must be numbers, not booleans: got {self.lams!r}.")
         try:
             lams = np.asarray(self.lams, dtype=np.float64)
         except (TypeError, ValueError):
@@ -387,7 +389,8 @@ class LambdaOrthAlignerCV(BaseAligner):
             "maps": [None] * n_lams,
         }
         start = time.perf_counter()
-        model._validate_params()  # fit's check, which _prepare and _train skip
+        model._validate_params()  # fit's checks, which _prepare and _train skip
+        refuse_bool_numbers(model)
         cold_patience = model.n_iter_no_change
         rng = check_random_state(model.random_state)
         data = model._prepare(*train, rng, reset=True)

@@ -323,8 +323,8 @@ def raise_not_finite(X, Y):
         assert_all_finite(as_numpy_input(Y), input_name="Y")
     raise ValueError(
         "The products of X and Y overflow float64: the values are too large "
-        f"(largest |X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}); rescale them (e.g. divide by "
-        "their largest value) before fitting."
+        f"(largest |X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}); rescale them "
+        "(e.g. divide by their largest value) before fitting."
     )
 
 

@@ -136,8 +136,8 @@ def batch_moments(
     if _tiny(moments, np.float64) and largest_abs(X) > 0 and largest_abs(Y) > 0:
         raise ValueError(
             f"The values of X and Y are too small for float64 products (largest "
-            f"|X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}): their products underflow to zero. "
-            "Rescale them (e.g. divide by their largest value) before fitting."
+            f"|X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}): their products underflow "
+            "to zero. Rescale them (e.g. divide by their largest value) before fitting."
         )
     return moments, int(X.shape[0])
 

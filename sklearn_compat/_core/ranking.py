@@ -33,6 +33,7 @@ __all__ = [
     "label_rank_stats",
     "mask_self",
     "max_abs_scaled",
+    "safe_row_norms",
     "normalized_tensors",
     "paired_ranks",
     "similarity_blocks",
@@ -63,13 +64,21 @@ def l2_normalize(T):
     return _unit_rows(max_abs_scaled(T))
 
 
-def max_abs_scaled(T):
+def max_abs_scaled(T, *, return_peak=False):
     """Rows divided by their largest absolute entry (all-zero rows unchanged).
 
-    The safe first step of any norm or cosine of rows of arbitrary (finite) scale.
+    The safe first step of any norm or cosine of rows of arbitrary (finite) scale.  With
+    ``return_peak`` also returns the (n, 1) divisors.
     """
     peak = T.abs().amax(dim=1, keepdim=True) if T.shape[1] else T.new_ones((T.shape[0], 1))
-    return T / torch.where(peak > 0, peak, torch.ones_like(peak))
+    peak = torch.where(peak > 0, peak, torch.ones_like(peak))
+    return (T / peak, peak) if return_peak else T / peak
+
+
+def safe_row_norms(T):
+    """(n, 1) L2 norms of the rows, exact at any finite scale (no square over/underflows)."""
+    scaled, peak = max_abs_scaled(T, return_peak=True)
+    return torch.linalg.vector_norm(scaled, dim=1, keepdim=True) * peak
 
 
 def _unit_rows(T):
