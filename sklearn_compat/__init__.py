@@ -8,13 +8,22 @@ The distribution is called ``sklearn-embedding-compat``; the PyPI name ``sklearn
 belongs to an unrelated project with the same import name (see README.md).
 """
 
-from . import metrics
 from ._clash import warn_if_clashing_distribution
-from .affine import AffineAligner
-from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
-from .lambda_orth_cv import LambdaOrthAlignerCV
-from .procrustes import OrthogonalProcrustesAligner
-from .relative import RelativeAnchorEncoder
+from ._lazy import lazy_exports
+
+# Imported on first use, so that the command line starts without torch (see _lazy).
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AffineAligner": ".affine",
+        "LambdaOrthAligner": ".lambda_orth",
+        "LambdaOrthAlignerCV": ".lambda_orth_cv",
+        "OrthogonalProcrustesAligner": ".procrustes",
+        "RelativeAnchorEncoder": ".relative",
+        "lambda_orth_penalty": ".lambda_orth",
+        "metrics": ".metrics",
+    },
+)
 
 __version__ = "0.1.0"
 

@@ -27,8 +27,7 @@ import sys
 import traceback
 import warnings
 
-from ..io._common import InputError
-from ..io._join import DUPLICATE_POLICIES
+from ..io._common import DUPLICATE_POLICIES, InputError
 from ._registry import METHODS
 
 __all__ = ["main", "build_parser"]

@@ -4,7 +4,11 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-__all__ = ["InputError", "ColumnSpec", "table_format", "FORMATS"]
+__all__ = ["InputError", "ColumnSpec", "table_format", "FORMATS", "DUPLICATE_POLICIES"]
+
+# What to do with an id that appears on several rows of one table (here, not in _join,
+# so that the command line's parser can name the choices without importing pandas).
+DUPLICATE_POLICIES = ("error", "first", "last", "drop")
 
 # File name endings and the format each one means.  The format always comes from the name,
 # so a mistyped suffix is an error rather than a guess.

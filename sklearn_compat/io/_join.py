@@ -5,12 +5,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ._common import InputError
+from ._common import DUPLICATE_POLICIES, InputError
 
 __all__ = ["JoinReport", "join_on_ids", "DUPLICATE_POLICIES"]
-
-# What to do with an id that appears on several rows of one table.
-DUPLICATE_POLICIES = ("error", "first", "last", "drop")
 
 
 @dataclass
