@@ -125,15 +125,16 @@ def batch_moments(
     }
     moments = moments_in_dtype(X, Y, sample_weight, stats_dtype=stats_dtype, **options)
     gemm_dtype = np.dtype(stats_dtype or ("float64" if _same_dtype(X, np.float64) else "float32"))
-    if gemm_dtype == np.float32 and not _fits_float32(moments):
+    if gemm_dtype == np.float32 and not (
+        moments.is_finite() and not _underflows(moments, X, Y, np.float32)
+    ):
         # float32 products overflow from about 1e19 and lose all precision below about
         # 1e-19: the same statistics in float64 are right up to 1e154 (rare, so the slower
         # pass is paid only here).
-        gemm_dtype = np.dtype(np.float64)
-        moments = moments_in_dtype(X, Y, sample_weight, stats_dtype=gemm_dtype, **options)
+        moments = moments_in_dtype(X, Y, sample_weight, stats_dtype=np.float64, **options)
     if not moments.is_finite():
         raise_not_finite(X, Y)
-    if _tiny(moments, np.float64) and largest_abs(X) > 0 and largest_abs(Y) > 0:
+    if _underflows(moments, X, Y, np.float64):
         raise ValueError(
             f"The values of X and Y are too small for float64 products (largest "
             f"|X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}): their products underflow "
@@ -142,19 +143,21 @@ def batch_moments(
     return moments, int(X.shape[0])
 
 
-def _tiny(moments, dtype):
-    """Whether the cross products sit where ``dtype`` has lost most of its precision."""
-    # Products below 2**-24 of the smallest normal number keep fewer than 24 bits (float32's
-    # whole mantissa); the cross sums are at least as large as one product.
+def _underflows(moments, X, Y, dtype):
+    """Whether products of X and Y entries fall where ``dtype`` has lost its precision.
+
+    Products below 2**24 times the smallest normal number keep fewer than 24 bits.  The
+    inputs are scanned only when the statistics are that small (they are also small, and
+    rightly so, for a single centred row or all-zero data).
+    """
     limit = np.finfo(dtype).tiny * 2.0**24
     largest = np.abs(moments.cross).max(initial=0.0)
     if not np.isnan(moments.sq_x):
         largest = max(largest, abs(moments.sq_x))
-    return largest < limit
-
-
-def _fits_float32(moments):
-    return moments.is_finite() and not _tiny(moments, np.float32)
+    if largest >= limit:
+        return False
+    peak_x, peak_y = largest_abs(X), largest_abs(Y)
+    return peak_x > 0 and peak_y > 0 and peak_x * peak_y < limit
 
 
 def check_float_dtype(dtype, name):

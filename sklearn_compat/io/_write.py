@@ -7,6 +7,7 @@ temporary file is removed and the destination is untouched.  An existing destina
 refused unless ``force=True``.
 """
 
+import glob
 import os
 import tempfile
 from dataclasses import dataclass
@@ -67,7 +68,10 @@ class AtomicOutput:
         if not parent.is_dir():
             raise InputError(f"directory {str(parent)!r} does not exist", path=where)
         try:
-            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{self.path.name}.", suffix=".part")
+            # The process id in the name tells a later run which leftovers are stale.
+            fd, tmp = tempfile.mkstemp(
+                dir=parent, prefix=f"{_temp_prefix(self.path)}{os.getpid()}.", suffix=".part"
+            )
         except OSError as exc:
             raise InputError(f"cannot write: {exc.strerror}", path=where) from None
         os.close(fd)
@@ -91,6 +95,7 @@ class AtomicOutput:
         os.chmod(self.tmp, 0o666 & ~umask)
         os.replace(self.tmp, self.path)
         self._done = True
+        remove_stale_temporaries(self.path)
 
     def abort(self):
         """Remove the temporary file; the destination is left as it was."""
@@ -111,6 +116,43 @@ class AtomicOutput:
         else:
             self.abort()
         return False
+
+
+def _temp_prefix(path):
+    return f".{path.name}."
+
+
+def remove_stale_temporaries(path):
+    """Delete temporary files of ``path`` left by runs that were killed (SIGKILL, a crash).
+
+    Only ``.NAME.PID.*.part`` files whose process no longer runs on this machine are
+    removed; another live run's file is left alone.  Returns the paths removed.
+    """
+    path = Path(path)
+    prefix = _temp_prefix(path)
+    removed = []
+    for candidate in path.parent.glob(f"{glob.escape(prefix)}*.part"):
+        pid = candidate.name[len(prefix) :].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _is_running(int(pid)):
+            continue
+        try:
+            candidate.unlink()
+            removed.append(candidate)
+        except OSError:
+            pass  # gone already, or not ours to delete: leave it
+    return removed
+
+
+def _is_running(pid):
+    if os.name == "nt":
+        return True  # os.kill would terminate it there: never guess
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
 
 
 @dataclass
