@@ -380,7 +380,35 @@ def build_parser():
         "or last row, or drop every such id",
     )
     en.add_argument("--device", type=_device, help="where to compute")
+    _document_device(sub)
     return parser
+
+
+# One behaviour for every command: a GPU that was asked for and is absent is an error, so a
+# batch job never runs (slowly) somewhere else than its command line says.
+_DEVICE_NOTE = "; a CUDA device torch cannot see is an error (exit status 1)"
+
+
+def _document_device(subparsers):
+    for command in subparsers.choices.values():
+        for action in command._actions:
+            if action.dest == "device" and _DEVICE_NOTE not in (action.help or ""):
+                action.help = (action.help or "where to compute") + _DEVICE_NOTE
+
+
+def _check_device(args):
+    """Refuse ``--device cuda[:N]`` when torch cannot see that GPU (every command alike)."""
+    device = getattr(args, "device", None)
+    if device in (None, "auto", "cpu"):
+        return
+    from .._core.backend import resolve_device
+
+    try:
+        resolve_device(device)
+    except ValueError as exc:
+        raise ValueError(
+            f"--device {device}: {exc} Pass --device cpu, or auto to use a GPU when there is one."
+        ) from None
 
 
 def _error(message):
@@ -424,6 +452,7 @@ def _run(command, args):
         if not args.debug:
             warnings.showwarning = _show_warning
         try:
+            _check_device(args)
             return command(args) or 0
         except KeyboardInterrupt as exc:
             return _interrupted(exc)
