@@ -1178,3 +1178,15 @@ def test_grid_refuses_before_any_fit(tmp_path, capsys, fitted, extra, message):
     assert_one_line_error(code, err, message)
     assert "top-1" not in err  # nothing was fitted
     assert no_output_left(tmp_path, "res.")
+
+
+def test_a_diverging_lambda_orth_fit_is_an_error_not_a_model(tmp_path, capsys, planted):
+    # `fit --method lambda-orth --lr 10` used to exit 0 with a map scoring 0.009.
+    src, tgt = write_pair(tmp_path, planted, "parquet", "parquet")
+    model = tmp_path / "m.skops"
+    code, _, err = run(
+        capsys, "fit", "--method", "lambda-orth", "--source", src, "--target", tgt,
+        "--id-column", "id", "--model", model, "--lr", "10", "--seed", "0",
+    )  # fmt: skip
+    assert_one_line_error(code, err, "Training diverged", "lr=10")
+    assert not model.exists()
