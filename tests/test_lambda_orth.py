@@ -451,7 +451,8 @@ def test_a_fit_whose_loss_explodes_raises_instead_of_returning_the_wreck(n, d, l
     # finite loss 1e2-1e12 times the start; only a non-finite loss was caught.
     X, Y = _rotation_pair(n, d)
     est = LambdaOrthAligner(lr=lr, random_state=0)
-    with pytest.raises(FloatingPointError, match=rf"rose to .*lr={re.escape(format(lr, 'g'))}, lam=") as info:
+    named = rf"rose to .*lr={re.escape(format(lr, 'g'))}, lam="
+    with pytest.raises(FloatingPointError, match=named) as info:
         est.fit(X, Y)
     assert "Lower lr" in str(info.value) and "\n" not in str(info.value)
     assert not hasattr(est, "W_")
