@@ -21,7 +21,7 @@ Columns: paired top-1 (own partner first), CSLS top-1 (k = 10), mean cosine of p
 CMC top-1 and mAP with the digit labels (each query removed from its own gallery),
 backfilling AUC (CMC top-1, the paper's "farthest" order, the gallery moving from the old
 embeddings to the mapped new ones), and the Gram diagnostic ``delta`` of the unmapped
-test pair (Maystre et al., METHODS.md section 1; a property of the two spaces, so it is
+test pair (Maystre et al., arXiv:2510.13406, 2025; a property of the two spaces, so it is
 shown once per space).  The compatibility criterion of the paper is
 ``CMC(B(new)/old) > CMC(old/old)``.
 

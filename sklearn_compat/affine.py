@@ -8,7 +8,7 @@ import torch
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.base import apply_affine
+from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 
 __all__ = ["AffineAligner", "least_squares_from_gram"]
@@ -90,7 +90,7 @@ class AffineAligner(ClosedFormAligner):
     distribution best, at the price of distorting X's own geometry most (see
     :class:`OrthogonalProcrustesAligner` for the opposite end).
 
-    Read more in METHODS.md, section 2.
+    Read more in docs/methods.md, section "Affine and ridge alignment".
 
     Parameters
     ----------

@@ -3,7 +3,9 @@
 ``LambdaOrthAligner`` learns an affine adapter from the new model's space into the old
 one's, kept within a tunable distance ``lam`` of orthogonality.  The regulariser itself,
 :func:`lambda_orth_penalty`, and the adapter module, :class:`AffineAdapter`, are public so
-they can be used on other layers and in skorch nets (see ``sklearn_compat._lambda.skorch_parts``).
+they can be used on other layers; :class:`LambdaOrthMixin`, :class:`LambdaOrthRegressor`,
+:class:`AlignmentLoss` and the :class:`OrthogonalityGap` callback bring the regulariser to your
+own skorch nets.
 """
 
 import math
@@ -15,21 +17,37 @@ import numpy as np
 import scipy.linalg
 import torch
 from sklearn.base import _fit_context
-from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.backend import as_numpy_input, no_tf32, resolve_device, to_torch, torch_generator
-from ._core.base import BaseAligner, apply_affine, pick_target
-from ._core.ranking import encode_labels
+from ._core.backend import (
+    apply_affine,
+    no_tf32,
+    resolve_device,
+    to_torch,
+    torch_generator,
+)
+from ._core.base import BaseAligner
+from ._core.validation import check_row_labels, pick_target
 from ._lambda.adapter import AffineAdapter
 from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
+from ._lambda.skorch_parts import (
+    AlignmentLoss,
+    LambdaOrthMixin,
+    LambdaOrthRegressor,
+    OrthogonalityGap,
+)
 from ._lambda.training import SMALL_STEP_MACS, TrainConfig, small_problem_threads, train_adapters
 from .procrustes import procrustes_from_cross
 
 __all__ = [
     "LambdaOrthAligner",
     "AffineAdapter",
+    "AlignmentLoss",
+    "LambdaOrthMixin",
+    "LambdaOrthRegressor",
+    "OrthogonalityGap",
     "lambda_orth_penalty",
     "orthogonality_gap",
     "contrastive_loss",
@@ -59,7 +77,8 @@ class LambdaOrthAligner(BaseAligner):
     ``lam`` (by up to about 0.5 with the default ``sharpness``) when the data pull ``W``
     away from orthogonality, or stays at the affine fit's own gap when that is smaller.
 
-    Read more in METHODS.md, section 3.
+    The method is Ricci et al.'s [1]_; read more in docs/methods.md, section
+    "lambda-orthogonality".
 
     Parameters
     ----------
@@ -204,6 +223,11 @@ class LambdaOrthAligner(BaseAligner):
     Small CPU problems (``batch_size * d_x * d_y`` up to about a million) train with one
     torch thread, restored afterwards: at that size thread synchronisation costs more
     than it saves, and on a loaded machine it is many times slower.
+
+    References
+    ----------
+    .. [1] Ricci, Biondi, Pernici, Patras, Del Bimbo, "lambda-Orthogonality Regularization
+       for Compatible Representation Learning", NeurIPS 2025, arXiv:2509.16664.
 
     Examples
     --------
@@ -482,25 +506,7 @@ class LambdaOrthAligner(BaseAligner):
         return device.type == "cpu" and self.batch_size * d_x * d_y <= SMALL_STEP_MACS
 
     def _encode_labels(self, labels, n):
-        if labels is None:
-            return None
-        # Tensors on any device, lists, Series; a column vector is accepted (with
-        # scikit-learn's warning), anything else must be 1-d.
-        labels = np.asarray(as_numpy_input(labels))
-        if labels.ndim == 2 and labels.shape[1] == 1:
-            labels = column_or_1d(labels, warn=True)
-        if labels.ndim != 1:
-            raise ValueError(
-                f"labels must be 1-d, one class label per row; got shape {labels.shape}."
-            )
-        if labels.shape[0] != n:
-            raise ValueError(
-                f"labels has {labels.shape[0]} entries, but X has {n} rows; pass one "
-                "class label per row."
-            )
-        # The metrics' encoding: NaN is refused (it is not a class), as in cmc/mAP.
-        (codes,) = encode_labels(labels, names=["labels"])
-        return codes
+        return None if labels is None else check_row_labels(labels, n)
 
     def _initial_map(self, X, Y, rng):
         """Start of the adapter in normalised units: (W0, b0) as float64 numpy."""
@@ -658,16 +664,3 @@ def _polar(W):
     """The nearest matrix with orthonormal rows/columns (float64 SVD)."""
     U, _, Vt = scipy.linalg.svd(W, full_matrices=False)
     return U @ Vt
-
-
-_SKORCH_PARTS = ("AlignmentLoss", "LambdaOrthMixin", "LambdaOrthRegressor", "OrthogonalityGap")
-
-
-def __getattr__(name):
-    # The skorch parts are imported on first use, so importing the package does not pay
-    # for importing skorch.
-    if name in _SKORCH_PARTS:
-        from ._lambda import skorch_parts as _skorch
-
-        return getattr(_skorch, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,8 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import as_numpy_input, resolve_device
-from ._core.base import BaseAligner, pick_target
+from ._core.base import BaseAligner
+from ._core.validation import pick_target
 from ._lambda.training import small_problem_threads
 from .lambda_orth import LambdaOrthAligner, _StartMap, orthogonality_gap, refuse_bool_numbers
 from .metrics import make_retrieval_scorer
@@ -51,7 +52,8 @@ class LambdaOrthAlignerCV(BaseAligner):
     mean of the folds' maps at that ``lam``; this object transforms with that map.
     ``cv_results_`` has the layout of :class:`~sklearn.model_selection.GridSearchCV`'s.
 
-    Read more in METHODS.md, section 3.
+    The method is Ricci et al.'s [1]_; read more in docs/methods.md, section
+    "lambda-orthogonality".
 
     Parameters
     ----------
@@ -190,6 +192,11 @@ class LambdaOrthAlignerCV(BaseAligner):
     A fit that diverges (a
     ``FloatingPointError`` from the estimator) scores NaN with a ``FitFailedWarning``,
     as in GridSearchCV, and the path goes on from the last good weights.
+
+    References
+    ----------
+    .. [1] Ricci, Biondi, Pernici, Patras, Del Bimbo, "lambda-Orthogonality Regularization
+       for Compatible Representation Learning", NeurIPS 2025, arXiv:2509.16664.
 
     Examples
     --------

@@ -5,7 +5,7 @@ import scipy.linalg
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.base import apply_affine
+from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
@@ -72,7 +72,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     are.  Rectangular maps need no padding: when d_x < d_y, ``W`` has orthonormal rows and
     keeps norms; when d_x > d_y, it has orthonormal columns (a projection).
 
-    Read more in METHODS.md, section 1.
+    Read more in docs/methods.md, section "Orthogonal Procrustes" ([1]_, [2]_).
 
     Parameters
     ----------
@@ -135,6 +135,13 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     When d_x != d_y, the map solves the problem with the smaller side zero-padded to
     the larger width; the scale is optimal for that problem.  When d_x > d_y,
     ``inverse_transform`` recovers the part of X that the map keeps.
+
+    References
+    ----------
+    .. [1] Maystre, Ortega Gonzalez, Park, Dolga, Berariu, Zhao, Ciosek, "When Embedding
+       Models Meet: Procrustes Bounds and Applications", arXiv:2510.13406, 2025.
+    .. [2] Schonemann, "A generalized solution of the orthogonal Procrustes problem",
+       Psychometrika 31, 1966.
 
     Examples
     --------

@@ -10,12 +10,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
     _check_feature_names_in,
     check_is_fitted,
-    column_or_1d,
     validate_data,
 )
 
 from ._core.backend import as_numpy_input, checked_input, one_line_errors, resolve_device
-from ._core.ranking import encode_labels, l2_normalize
+from ._core.ranking import l2_normalize
+from ._core.validation import check_row_labels
 from ._relative.anchors import (
     farthest_point_anchors,
     kmeans_anchors,
@@ -48,7 +48,8 @@ class RelativeAnchorEncoder(TransformerMixin, BaseEstimator):
     learned across parallel spaces (PARAM); :meth:`rebase` rebuilds the same anchors in
     another model's space from that model's embeddings of the same rows.
 
-    Read more in METHODS.md, section 4.
+    Read more in docs/methods.md, section "Relative representations and PARAM"
+    ([1]_, [2]_).
 
     Parameters
     ----------
@@ -173,6 +174,13 @@ array-like of int, default="random"
 
     ``transform`` is one GEMM against a (d, m) matrix prepared from the anchors and the
     fitted statistics, computed in row blocks of bounded memory on ``device``.
+
+    References
+    ----------
+    .. [1] Moschella, Maiorca, Fumero, Norelli, Locatello, Rodola, "Relative Representations
+       Enable Zero-Shot Latent Space Communication", ICLR 2023, arXiv:2209.15430.
+    .. [2] Svendsen, Jakobsen, Nassar, Mager (Technical University of Denmark), PARAM:
+       learned convex anchor mixtures compared by a whitened inner product, 2025-26.
 
     Examples
     --------
@@ -419,16 +427,7 @@ array-like of int, default="random"
     def _check_labels(y, n):
         if y is None:
             raise ValueError("anchors='stratified' needs the class labels y in fit(X, y).")
-        y = np.asarray(as_numpy_input(y))
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-d, one class label per row; got shape {y.shape}.")
-        if y.shape[0] != n:
-            raise ValueError(f"y has {y.shape[0]} labels, but X has {n} rows.")
-        # The metrics' encoding: NaN (or None) is not a class and is refused.
-        (codes,) = encode_labels(y, names=["y"])
-        return codes
+        return check_row_labels(y, n, "y")
 
     @staticmethod
     def _check_parallel(parallel, n):

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from sklearn_compat._core import base as _base
+from sklearn_compat._core import backend as _backend
 from sklearn_compat._core.backend import (
+    apply_affine,
     as_numpy_input,
     no_tf32,
     resolve_device,
@@ -19,7 +20,7 @@ from sklearn_compat._core.backend import (
     to_torch,
     torch_generator,
 )
-from sklearn_compat._core.base import apply_affine, pick_target
+from sklearn_compat._core.validation import pick_target
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -159,7 +160,7 @@ def test_apply_affine_dtype_and_empty_input():
 def test_apply_affine_works_in_row_chunks(monkeypatch, dtype):
     # The device sees one chunk at a time (a large X is never copied to a GPU whole);
     # the chunks must tile the output exactly.
-    monkeypatch.setattr(_base, "_TRANSFORM_CHUNK_ROWS", 3)
+    monkeypatch.setattr(_backend, "_TRANSFORM_CHUNK_ROWS", 3)
     rng = np.random.default_rng(0)
     X = np.asfortranarray(rng.normal(size=(10, 4)).astype(dtype))
     A, b = rng.normal(size=(4, 2)), rng.normal(size=2)

@@ -382,7 +382,7 @@ def test_stratified_needs_labels(rng):
     X = _data(rng)
     with pytest.raises(ValueError, match="needs the class labels y"):
         RelativeAnchorEncoder(n_anchors=5, anchors="stratified").fit(X)
-    with pytest.raises(ValueError, match="y has 3 labels"):
+    with pytest.raises(ValueError, match="y has 3 entries, but X has 120 rows"):
         RelativeAnchorEncoder(n_anchors=5, anchors="stratified").fit(X, [0, 1, 2])
 
 

@@ -236,3 +236,27 @@ def one_line_errors():
         if first == message:
             raise
         raise ValueError(first) from None
+
+
+# Rows per transform chunk: the device holds one chunk of input and output at a time, so
+# a 10M-row X is never copied to a GPU whole (and the host keeps only the output).
+_TRANSFORM_CHUNK_ROWS = 65536
+
+
+def apply_affine(X, A, b, device):
+    """``X @ A + b`` computed with torch on ``device`` in X's dtype; returns numpy.
+
+    Computed in row chunks written into one output array, so device memory stays bounded
+    whatever the number of rows.
+    """
+    dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+    At = to_torch(A, device, dtype)
+    bt = to_torch(b, device, dtype)
+    out = np.empty(
+        (X.shape[0], At.shape[1]), dtype=np.float64 if dtype == torch.float64 else np.float32
+    )
+    for start in range(0, X.shape[0], _TRANSFORM_CHUNK_ROWS):
+        stop = start + _TRANSFORM_CHUNK_ROWS
+        Xt = to_torch(X[start:stop], device, dtype)
+        out[start:stop] = torch.addmm(bt, Xt, At).cpu().numpy()
+    return out

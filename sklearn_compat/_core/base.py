@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from sklearn import config_context
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils import assert_all_finite, check_array
+from sklearn.utils import check_array
 from sklearn.utils.validation import (
     _check_feature_names,
     _check_feature_names_in,
@@ -14,18 +14,23 @@ from sklearn.utils.validation import (
 )
 
 from .backend import (
-    as_numpy_input,
+    apply_affine,
     check_tensor,
     checked_input,
     is_dask_collection,
     one_line_errors,
     resolve_device,
-    to_torch,
+)
+from .ranking import paired_ranks
+from .validation import (
+    FLOAT_DTYPES,
+    check_target_width,
+    pick_target,
+    query_weights,
+    raise_not_finite,
 )
 
-__all__ = ["BaseAligner", "apply_affine", "largest_abs", "pick_target", "raise_not_finite"]
-
-FLOAT_DTYPES = (np.float64, np.float32)
+__all__ = ["BaseAligner"]
 
 
 class BaseAligner(TransformerMixin, BaseEstimator):
@@ -91,11 +96,8 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         Y = Y.astype(X.dtype, copy=False)
         if reset:
             self._target_names = target_names
-        elif Y.shape[1] != self.n_targets_:
-            raise ValueError(
-                f"Y has {Y.shape[1]} features, but {type(self).__name__} was fitted with "
-                f"{self.n_targets_} target features."
-            )
+        else:
+            check_target_width(self, Y.shape[1])
         return X, Y
 
     def _validate_tensor_pair(self, X, Y, *, reset, ensure_all_finite):
@@ -124,11 +126,8 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         _check_feature_names(self, X, reset=reset)
         if reset:
             self._target_names = None
-        elif Y.shape[1] != self.n_targets_:
-            raise ValueError(
-                f"Y has {Y.shape[1]} features, but {name} was fitted with "
-                f"{self.n_targets_} target features."
-            )
+        else:
+            check_target_width(self, Y.shape[1])
         return X, Y
 
     def _validate_X(self, X):
@@ -148,11 +147,7 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             )
         if Y.ndim == 1:
             Y = Y.reshape(-1, 1)
-        if Y.shape[1] != self.n_targets_:
-            raise ValueError(
-                f"{name} has {Y.shape[1]} features, but {type(self).__name__} maps into a "
-                f"space of {self.n_targets_} features."
-            )
+        check_target_width(self, Y.shape[1], name)
         return Y
 
     def _compute_device(self):
@@ -208,8 +203,6 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         -------
         float
         """
-        from ..metrics import paired_topk_accuracy
-
         Y = pick_target(Y, y)
         Z = self.transform(X)
         Y = self._validate_target(Y)
@@ -217,9 +210,8 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"X and Y must have the same number of rows, got {Z.shape[0]} and {Y.shape[0]}."
             )
-        return paired_topk_accuracy(
-            Z, Y, k=1, sample_weight=sample_weight, device=self._compute_device()
-        )
+        ranks = paired_ranks(Z, Y, device=self._compute_device())
+        return float(np.average(ranks < 1, weights=query_weights(sample_weight, len(ranks))))
 
     # ------------------------------------------------------------------ feature names
     @property
@@ -264,30 +256,6 @@ class BaseAligner(TransformerMixin, BaseEstimator):
         return tags
 
 
-# Rows per transform chunk: the device holds one chunk of input and output at a time, so
-# a 10M-row X is never copied to a GPU whole (and the host keeps only the output).
-_TRANSFORM_CHUNK_ROWS = 65536
-
-
-def apply_affine(X, A, b, device):
-    """``X @ A + b`` computed with torch on ``device`` in X's dtype; returns numpy.
-
-    Computed in row chunks written into one output array, so device memory stays bounded
-    whatever the number of rows.
-    """
-    dtype = torch.float64 if X.dtype == np.float64 else torch.float32
-    At = to_torch(A, device, dtype)
-    bt = to_torch(b, device, dtype)
-    out = np.empty(
-        (X.shape[0], At.shape[1]), dtype=np.float64 if dtype == torch.float64 else np.float32
-    )
-    for start in range(0, X.shape[0], _TRANSFORM_CHUNK_ROWS):
-        stop = start + _TRANSFORM_CHUNK_ROWS
-        Xt = to_torch(X[start:stop], device, dtype)
-        out[start:stop] = torch.addmm(bt, Xt, At).cpu().numpy()
-    return out
-
-
 def _float_tensor(data, name, dtype=None, allow_1d=False):
     """A detached floating tensor (float32/float64) on its own device, or a clear error."""
     check_tensor(data, name)
@@ -311,33 +279,3 @@ def _float_tensor(data, name, dtype=None, allow_1d=False):
     return data.to(dtype)
 
 
-def raise_not_finite(X, Y):
-    """Raise scikit-learn's message for the array that holds NaN or infinity.
-
-    Called when statistics computed without a prior scan came out non-finite; if neither
-    input holds NaN/inf, the float arithmetic itself overflowed.  Accepts numpy arrays
-    or torch tensors (this error path may copy them to the host).
-    """
-    with config_context(assume_finite=False):
-        assert_all_finite(as_numpy_input(X), input_name="X")
-        assert_all_finite(as_numpy_input(Y), input_name="Y")
-    raise ValueError(
-        "The products of X and Y overflow float64: the values are too large "
-        f"(largest |X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}); rescale them "
-        "(e.g. divide by their largest value) before fitting."
-    )
-
-
-def largest_abs(A):
-    """Largest absolute entry of an array or tensor (0.0 when empty), for messages."""
-    A = as_numpy_input(A)
-    return float(np.abs(A).max()) if A.size else 0.0
-
-
-def pick_target(Y, y):
-    """The target passed as ``Y`` (our name) or ``y`` (scikit-learn's), not both."""
-    if y is None:
-        return Y
-    if Y is not None:
-        raise TypeError("Pass the target embeddings as Y or as y, not both.")
-    return y

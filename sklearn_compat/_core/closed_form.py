@@ -2,15 +2,16 @@
 
 ``OrthogonalProcrustesAligner`` and ``AffineAligner`` share everything but the statistics
 they ask for and the final solve: ``fit`` and ``partial_fit`` both reduce a batch to
-:class:`~._moments.PairMoments` (numpy, torch or Dask input, see ``_pair_stats``), merge it
+:class:`~.moments.PairMoments` (numpy, torch or Dask input, see ``pair_stats``), merge it
 exactly with the batches seen before, and solve from the merged statistics.
 """
 
 from sklearn.base import _fit_context
 
-from .base import BaseAligner, pick_target
+from .base import BaseAligner
 from .moments import PairMoments
 from .pair_stats import batch_moments
+from .validation import pick_target
 
 __all__ = ["ClosedFormAligner"]
 
@@ -20,7 +21,7 @@ class ClosedFormAligner(BaseAligner):
 
     Subclasses implement:
 
-    - ``_moment_options()``: the keyword arguments of :func:`~._pair_stats.batch_moments`
+    - ``_moment_options()``: the keyword arguments of :func:`~.pair_stats.batch_moments`
       (``centered``, ``need_gram``, ...) that their solve needs;
     - ``_check_continuation(previous)``: raise ``ValueError`` when the current parameters
       cannot continue from statistics ``previous`` collected by earlier ``partial_fit``

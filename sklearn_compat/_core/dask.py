@@ -5,7 +5,7 @@ Dask stays an optional extra.
 
 Fitting: X and Y are given one column chunk each and the same row chunks; every pair of
 blocks is validated (finite values, matching rows, non-negative weights) and reduced to a
-:class:`~._moments.PairMoments` on the worker that holds it, and the per-block statistics
+:class:`~.moments.PairMoments` on the worker that holds it, and the per-block statistics
 are merged on the cluster along a fixed binary tree with the same exact merge as
 ``partial_fit``.  Only the merged statistics (a few (d, d) matrices) reach the client, so
 the rows never leave the workers.
@@ -20,9 +20,9 @@ import numpy as np
 from sklearn.utils import check_array
 from sklearn.utils.validation import _check_feature_names, _check_n_features, check_is_fitted
 
-from .backend import as_numpy_input, resolve_device
-from .base import apply_affine
-from .pair_stats import check_float_dtype, moments_in_dtype
+from .backend import apply_affine, as_numpy_input, resolve_device
+from .moments import moments_in_dtype
+from .validation import check_float_dtype, check_target_width
 
 __all__ = ["dask_batch_moments", "dask_transform"]
 
@@ -106,7 +106,7 @@ def _merge(left, right):
 
 
 def dask_batch_moments(estimator, X, Y, sample_weight, *, reset, centered, need_gram, stats_dtype):
-    """:func:`~._pair_stats.batch_moments` for Dask input; computes on the current scheduler.
+    """:func:`~.pair_stats.batch_moments` for Dask input; computes on the current scheduler.
 
     With a ``dask.distributed`` client active the blocks are reduced on its workers.
     """
@@ -132,11 +132,8 @@ def dask_batch_moments(estimator, X, Y, sample_weight, *, reset, centered, need_
     _check_feature_names(estimator, X, reset=reset)
     if reset:
         estimator._target_names = None
-    elif Y.shape[1] != estimator.n_targets_:
-        raise ValueError(
-            f"Y has {Y.shape[1]} features, but {type(estimator).__name__} was fitted with "
-            f"{estimator.n_targets_} target features."
-        )
+    else:
+        check_target_width(estimator, Y.shape[1])
 
     options = dict(
         dtype=dtype,

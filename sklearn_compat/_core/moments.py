@@ -21,7 +21,7 @@ import torch
 
 from .backend import no_tf32, to_torch
 
-__all__ = ["PairMoments", "compute_moments"]
+__all__ = ["PairMoments", "compute_moments", "moments_in_dtype"]
 
 # Rows per GEMM chunk: bounds the shifted temporaries to a few hundred MB at d = 1024, and
 # the length of each float32 accumulation, while keeping each GEMM large enough to run at
@@ -247,3 +247,37 @@ def compute_moments(
         gram_x=None if gram is None else gram.cpu().numpy(),
         centered=centered,
     )
+
+
+def moments_in_dtype(X, Y, sample_weight, *, stats_dtype=None, **options):
+    """:func:`compute_moments` with the GEMMs run in ``stats_dtype`` instead of X's dtype.
+
+    ``stats_dtype=None`` keeps X's dtype (the fast path).  A wider ``stats_dtype`` is cast
+    chunk by chunk, so a float32 input is never copied whole into float64.  ``X`` and
+    ``Y`` may be numpy arrays or torch tensors; ``options`` go to :func:`compute_moments`.
+    """
+    if stats_dtype is None or _same_dtype(X, stats_dtype):
+        return compute_moments(X, Y, sample_weight, **options)
+    result = None
+    for start in range(0, max(X.shape[0], 1), _CHUNK_ROWS):
+        stop = start + _CHUNK_ROWS
+        part = compute_moments(
+            _cast(X[start:stop], stats_dtype),
+            _cast(Y[start:stop], stats_dtype),
+            None if sample_weight is None else _cast(sample_weight[start:stop], stats_dtype),
+            **options,
+        )
+        result = part if result is None else result.merge(part)
+    return result
+
+
+def _same_dtype(A, dtype):
+    if isinstance(A, torch.Tensor):
+        return str(A.dtype).removeprefix("torch.") == np.dtype(dtype).name
+    return A.dtype == dtype
+
+
+def _cast(A, dtype):
+    if isinstance(A, torch.Tensor):
+        return A.to(getattr(torch, np.dtype(dtype).name))
+    return A.astype(dtype)

@@ -1,9 +1,9 @@
 """One batch of paired rows -> validated sufficient statistics (numpy or Dask input).
 
-The closed-form aligners (Procrustes, affine) fit from :class:`~._moments.PairMoments`
+The closed-form aligners (Procrustes, affine) fit from :class:`~.moments.PairMoments`
 alone.  This module is their single entry point for a batch: it validates the batch,
 computes its moments on the estimator's device and, when the input is a Dask array, hands
-the work to the cluster (``_dask``) so that only the small statistics come back.  The
+the work to the cluster (``dask``) so that only the small statistics come back.  The
 estimators therefore hold no Dask-specific code beyond calling :func:`batch_moments`.
 """
 
@@ -12,44 +12,10 @@ import torch
 from sklearn.utils.validation import _check_sample_weight
 
 from .backend import as_numpy_input, is_dask_collection, resolve_device
-from .base import largest_abs, raise_not_finite
-from .moments import _CHUNK_ROWS, compute_moments
+from .moments import moments_in_dtype
+from .validation import largest_abs, raise_not_finite
 
-__all__ = ["batch_moments", "is_dask_collection", "moments_in_dtype"]
-
-
-def moments_in_dtype(X, Y, sample_weight, *, stats_dtype=None, **options):
-    """:func:`compute_moments` with the GEMMs run in ``stats_dtype`` instead of X's dtype.
-
-    ``stats_dtype=None`` keeps X's dtype (the fast path).  A wider ``stats_dtype`` is cast
-    chunk by chunk, so a float32 input is never copied whole into float64.  ``X`` and
-    ``Y`` may be numpy arrays or torch tensors; ``options`` go to :func:`compute_moments`.
-    """
-    if stats_dtype is None or _same_dtype(X, stats_dtype):
-        return compute_moments(X, Y, sample_weight, **options)
-    result = None
-    for start in range(0, max(X.shape[0], 1), _CHUNK_ROWS):
-        stop = start + _CHUNK_ROWS
-        part = compute_moments(
-            _cast(X[start:stop], stats_dtype),
-            _cast(Y[start:stop], stats_dtype),
-            None if sample_weight is None else _cast(sample_weight[start:stop], stats_dtype),
-            **options,
-        )
-        result = part if result is None else result.merge(part)
-    return result
-
-
-def _same_dtype(A, dtype):
-    if isinstance(A, torch.Tensor):
-        return str(A.dtype).removeprefix("torch.") == np.dtype(dtype).name
-    return A.dtype == dtype
-
-
-def _cast(A, dtype):
-    if isinstance(A, torch.Tensor):
-        return A.to(getattr(torch, np.dtype(dtype).name))
-    return A.astype(dtype)
+__all__ = ["batch_moments", "is_dask_collection"]
 
 
 def batch_moments(
@@ -124,7 +90,8 @@ def batch_moments(
         "device": resolve_device(estimator.device),
     }
     moments = moments_in_dtype(X, Y, sample_weight, stats_dtype=stats_dtype, **options)
-    gemm_dtype = np.dtype(stats_dtype or ("float64" if _same_dtype(X, np.float64) else "float32"))
+    wide = X.dtype in (np.float64, torch.float64)
+    gemm_dtype = np.dtype(stats_dtype or (np.float64 if wide else np.float32))
     if gemm_dtype == np.float32 and not (
         moments.is_finite() and not _underflows(moments, X, Y, np.float32)
     ):
@@ -158,19 +125,3 @@ def _underflows(moments, X, Y, dtype):
         return False
     peak_x, peak_y = largest_abs(X), largest_abs(Y)
     return peak_x > 0 and peak_y > 0 and peak_x * peak_y < limit
-
-
-def check_float_dtype(dtype, name):
-    """The float dtype a validated array of ``dtype`` gets (float32 stays, else float64).
-
-    Mirrors ``check_array(dtype=(float64, float32))`` for arrays that must not be
-    materialised (Dask), with the same refusal of complex and non-numeric data.
-    """
-    dtype = np.dtype(dtype)
-    if dtype == np.float32 or dtype == np.float64:
-        return dtype
-    if dtype.kind in "biuf":
-        return np.dtype(np.float64)
-    if dtype.kind == "c":
-        raise ValueError(f"Complex data not supported: {name} has dtype {dtype}.")
-    raise ValueError(f"{name} must hold real numbers, got dtype {dtype}.")

@@ -16,17 +16,15 @@ Conventions of every kernel here:
 
 import numpy as np
 import torch
-from sklearn.utils import check_array
 
-from .backend import as_numpy_input, checked_input, one_line_errors, resolve_device, to_torch
+from .backend import as_numpy_input, resolve_device, to_torch
+from .validation import check_embeddings
 
 __all__ = [
     "as_float_tensor",
     "average_precision_rows",
     "block_rows",
-    "check_embeddings",
     "count_true",
-    "encode_labels",
     "first_positive_ranks",
     "knn_mean_similarity",
     "l2_normalize",
@@ -95,47 +93,10 @@ def as_float_tensor(A, device):
     return to_torch(A, device, dtype)
 
 
-def check_embeddings(A, name, *, ensure_min_samples=1):
-    """Validate an embedding matrix: 2-d, float32/float64, finite; returns numpy.
-
-    Torch tensors on any device and pandas DataFrames are accepted.  NaN or infinite
-    entries raise a ValueError that names the input.
-    """
-    if A is None:
-        raise ValueError(f"{name} is required, got None.")
-    with one_line_errors():
-        return check_array(
-            checked_input(A, name),
-            dtype=(np.float64, np.float32),
-            ensure_2d=True,
-            ensure_min_samples=ensure_min_samples,
-            input_name=name,
-        )
-
-
 def normalized_tensors(arrays, device):
     """Normalised tensors on ``device`` in one dtype (float64 when any input is)."""
     dtype = torch.float64 if any(a.dtype == np.float64 for a in arrays) else torch.float32
     return [l2_normalize(to_torch(a, device, dtype)) for a in arrays]
-
-
-def encode_labels(*label_arrays, names=None):
-    """Integer codes for one or more label arrays over their shared set of classes."""
-    names = names or [f"labels{i}" for i in range(len(label_arrays))]
-    arrays = []
-    for labels, name in zip(label_arrays, names, strict=True):
-        labels = np.asarray(as_numpy_input(labels))
-        if labels.ndim != 1:
-            raise ValueError(f"{name} must be 1-d, got shape {labels.shape}.")
-        if labels.dtype.kind == "f" and np.isnan(labels).any():
-            raise ValueError(f"{name} contains NaN.")
-        arrays.append(labels)
-    try:
-        _, codes = np.unique(np.concatenate(arrays), return_inverse=True)
-    except TypeError as exc:
-        raise TypeError(f"class labels must be mutually comparable: {exc}") from None
-    splits = np.cumsum([len(a) for a in arrays])[:-1]
-    return [c.astype(np.int64) for c in np.split(codes.ravel(), splits)]
 
 
 def similarity_blocks(Q, G, *, budget=None, bytes_per_entry=None):

@@ -92,7 +92,7 @@ class LambdaOrthRegressor(LambdaOrthMixin, NeuralNetRegressor):
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_compat._lambda.skorch_parts import AffineAdapter, LambdaOrthRegressor
+    >>> from sklearn_compat.lambda_orth import AffineAdapter, LambdaOrthRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(256, 8)).astype(np.float32)
     >>> net = LambdaOrthRegressor(

@@ -4,8 +4,11 @@ Anchors are ``A_b = P S_b`` in every space ("bank") ``b``, where ``S_b`` holds t
 support items embedded by model ``b`` and ``P = softmax(logits / temperature)`` row-wise is a
 (m, k) row-stochastic mixture shared by all banks.  The logits are trained with Adam on
 minibatches of the parallel rows so that the relative representations of the same item agree
-across banks.  The paper publishes the loss terms, not their formulas; each is written here from
-its original definition (METHODS.md, section 4):
+across banks.  The paper (Svendsen, Jakobsen, Nassar, Mager, Technical University of Denmark,
+2025-26) names the loss terms but publishes no formulas; each is written here from its original
+definition (Barlow Twins: Zbontar et al., ICML 2021, arXiv:2103.03230; alignment and uniformity:
+Wang & Isola, ICML 2020, arXiv:2005.10242); see also docs/methods.md, section "Relative
+representations and PARAM":
 
 soft Jaccard (weight ``"jaccard"``, default 1.0)
     ``p = softmax(z / 0.5)`` of each row-standardised relative vector ``z``; for two banks,

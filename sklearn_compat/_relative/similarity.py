@@ -5,9 +5,15 @@ kernel here is one GEMM against a (d, m) matrix prepared once from the anchors a
 statistics, so ``transform`` costs a matrix product plus O(n (d + m)) elementwise work, done in
 row blocks whose working set stays under a fixed memory budget.
 
-Whitened inner product (METHODS.md, section 4):
+Whitened inner product (WIP, from PARAM: Svendsen, Jakobsen, Nassar, Mager, 2025-26):
 ``s(x, a) = <(x - mu) L, (a - mu) L>`` with ``L = Sigma_lam^(-1/2)`` and
-``Sigma_lam = (1 - lam) Sigma + lam tr(Sigma)/d I + eps tr(Sigma)/d I``.
+``Sigma_lam = (1 - lam) Sigma + lam tr(Sigma)/d I + eps tr(Sigma)/d I``, where ``mu`` and
+``Sigma`` are the mean and covariance of the space (from the rows given to ``fit``, never from a
+transform batch) and ``lam`` in [0, 1] shrinks ``Sigma`` towards a multiple of the identity.
+With ``lam = eps = 0``, ``s`` is unchanged by every invertible affine map of the space
+(translation, rotation, anisotropic scale); the shrinkage and the ridge ``eps`` (relative to
+``tr(Sigma)/d``, so scale-free) keep ``L`` well conditioned.  See docs/methods.md, section
+"Relative representations and PARAM".
 """
 
 import numpy as np

@@ -7,13 +7,25 @@ missing from this build gives a clear "not available" error instead of breaking 
 whole command line.
 """
 
+import argparse
 import importlib
 import inspect
+import math
+import warnings
 from dataclasses import dataclass, field
 
 from ..io._common import InputError
 
-__all__ = ["METHODS", "METRICS", "LABEL_METRICS", "NotAvailable", "build_method", "load"]
+__all__ = [
+    "METHODS",
+    "METRICS",
+    "LABEL_METRICS",
+    "OPTIONS",
+    "NotAvailable",
+    "add_method_options",
+    "build_method",
+    "load",
+]
 
 
 class NotAvailable(InputError):
@@ -31,23 +43,6 @@ def load(module, name, what):
         ) from None
 
 
-@dataclass(frozen=True)
-class Method:
-    """An aligner class and the options of ``fit``/``grid`` that set its parameters.
-
-    ``options`` maps an argparse destination to ``(parameter, convert)``; ``convert``
-    turns the option's value into the parameter's (e.g. ``--no-intercept`` into
-    ``fit_intercept=False``).
-    """
-
-    module: str
-    cls: str
-    options: dict = field(default_factory=dict)
-
-    def estimator_class(self, name):
-        return load(self.module, self.cls, f"method {name!r}")
-
-
 def _same(value):
     return value
 
@@ -56,65 +51,172 @@ def _negate(value):
     return not value
 
 
-_DEVICE = {"device": ("device", _same)}
+def lam_value(text):
+    """A lambda value: a non-negative float or ``inf`` (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if math.isnan(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"lambda must be >= 0 or inf, got {text!r}")
+    return value
+
+
+def positive_int(text):
+    """An integer >= 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def device_name(text):
+    """A well-formed device name; whether it exists is for the command to find out."""
+    from .._core.backend import resolve_device
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an absent GPU is not a usage error
+            resolve_device(text, for_inference=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option of the methods, declared once.
+
+    ``argparse`` holds the keyword arguments of ``add_argument`` (``type``, ``action``,
+    ``help``...); ``in_grid`` says whether ``grid`` offers it too (``grid`` has its own
+    ``--lam`` list, and its reference rows take no method options).
+    """
+
+    flag: str
+    argparse: dict
+    in_grid: bool = True
+
+    @property
+    def dest(self):
+        return self.flag[2:].replace("-", "_")
+
+
+def _switch(help):
+    # A store_true flag that stays None when absent, so "not given" keeps the default.
+    return {"action": "store_true", "default": None, "help": help}
+
+
+OPTIONS = {
+    option.dest: option
+    for option in (
+        Option(
+            "--device",
+            {
+                "type": device_name,
+                "help": "'auto' (default: CUDA when available), 'cpu', 'cuda:N'",
+            },
+        ),
+        Option("--center", _switch("centre both sides"), in_grid=False),
+        Option("--scale", _switch("fit an isotropic scale"), in_grid=False),
+        Option("--no-reflection", _switch("rotations only (det = +1)"), in_grid=False),
+        Option("--alpha", {"type": float, "help": "ridge penalty"}, in_grid=False),
+        Option("--no-intercept", _switch("no bias term"), in_grid=False),
+        Option(
+            "--lam",
+            {"type": lam_value, "help": "orthogonality threshold (0 .. inf)"},
+            in_grid=False,
+        ),
+        Option("--epochs", {"type": positive_int, "help": "max_epochs"}),
+        Option("--batch-size", {"type": positive_int, "help": "batch size"}),
+        Option("--lr", {"type": float, "help": "learning rate"}),
+        Option("--seed", {"type": int, "help": "random_state (repeatable fits)"}),
+        Option("--verbose", {"type": int, "help": "training log level"}),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    """An aligner class and the parameters its command-line options set.
+
+    ``params`` maps an option's destination (a key of :data:`OPTIONS`) to the estimator
+    parameter it sets, or to ``(parameter, convert)`` when the value needs converting (e.g.
+    ``--no-intercept`` into ``fit_intercept=False``).
+    """
+
+    module: str
+    cls: str
+    params: dict = field(default_factory=dict)
+
+    def estimator_class(self, name):
+        return load(self.module, self.cls, f"method {name!r}")
+
+    def options(self):
+        """``{dest: (parameter, convert)}`` with plain names given ``_same``."""
+        return {
+            dest: (spec, _same) if isinstance(spec, str) else spec
+            for dest, spec in self.params.items()
+        }
+
+
+_TRAINING = {
+    "epochs": "max_epochs",
+    "batch_size": "batch_size",
+    "lr": "lr",
+    "seed": "random_state",
+    "verbose": "verbose",
+}
 
 METHODS = {
     "procrustes": Method(
         "procrustes",
         "OrthogonalProcrustesAligner",
         {
-            "center": ("center", _same),
-            "scale": ("scale", _same),
+            "center": "center",
+            "scale": "scale",
             "no_reflection": ("allow_reflection", _negate),
-            **_DEVICE,
+            "device": "device",
         },
     ),
     "affine": Method(
         "affine",
         "AffineAligner",
-        {"alpha": ("alpha", _same), "no_intercept": ("fit_intercept", _negate), **_DEVICE},
+        {"alpha": "alpha", "no_intercept": ("fit_intercept", _negate), "device": "device"},
     ),
     "lambda-orth": Method(
         "lambda_orth",
         "LambdaOrthAligner",
-        {
-            "lam": ("lam", _same),
-            "epochs": ("max_epochs", _same),
-            "batch_size": ("batch_size", _same),
-            "lr": ("lr", _same),
-            "seed": ("random_state", _same),
-            "verbose": ("verbose", _same),
-            **_DEVICE,
-        },
+        {"lam": "lam", **_TRAINING, "device": "device"},
     ),
 }
 
-# Every option any method takes, with its flag, to tell the user which ones do not apply.
-METHOD_FLAGS = {
-    "center": "--center",
-    "scale": "--scale",
-    "no_reflection": "--no-reflection",
-    "alpha": "--alpha",
-    "no_intercept": "--no-intercept",
-    "lam": "--lam",
-    "epochs": "--epochs",
-    "batch_size": "--batch-size",
-    "lr": "--lr",
-    "seed": "--seed",
-    "verbose": "--verbose",
-    "device": "--device",
-}
+
+def add_method_options(parser, *, grid=False):
+    """Add every method option to ``parser`` (those ``grid`` offers when ``grid``)."""
+    group = parser.add_argument_group("method options (each applies to some methods only)")
+    for option in OPTIONS.values():
+        if grid and not option.in_grid:
+            continue
+        users = [name for name, method in METHODS.items() if option.dest in method.params]
+        kwargs = dict(option.argparse)
+        if len(users) < len(METHODS):
+            kwargs["help"] = f"{', '.join(users)}: {kwargs['help']}"
+        group.add_argument(option.flag, **kwargs)
 
 
 def build_method(name, args, **overrides):
     """A new estimator for method ``name`` from the parsed options (unset ones skipped)."""
     method = METHODS[name]
-    for dest, flag in METHOD_FLAGS.items():
-        if getattr(args, dest, None) not in (None, False) and dest not in method.options:
-            raise InputError(f"{flag} does not apply to --method {name}")
+    options = method.options()
+    for dest, option in OPTIONS.items():
+        if getattr(args, dest, None) not in (None, False) and dest not in options:
+            raise InputError(f"{option.flag} does not apply to --method {name}")
     cls = method.estimator_class(name)
     params = {}
-    for dest, (param, convert) in method.options.items():
+    for dest, (param, convert) in options.items():
         value = getattr(args, dest, None)
         if value is not None and value is not False:
             params[param] = convert(value)

@@ -43,6 +43,10 @@ class InputError(ValueError):
         self.path = path
 
 
+# Tracebacks and reprs name the public class, where users import it from.
+InputError.__module__ = "sklearn_compat.io"
+
+
 def table_format(path):
     """The table format of ``path`` from its name: ``"csv"``, ``"parquet"`` or ``"npy"``.
 

@@ -147,7 +147,7 @@ def load_model(path, *, trust=False):
     >>> load_model("no-such-model.skops")
     Traceback (most recent call last):
     ...
-    sklearn_compat.io._common.InputError: no-such-model.skops: no such model file
+    sklearn_compat.io.InputError: no-such-model.skops: no such model file
     """
     where = str(path)
     p = Path(path)

@@ -1,6 +1,8 @@
 """How alignable two embedding spaces are, measured from their Gram matrices alone.
 
-Maystre et al. (2025), METHODS.md section 1: if the Gram matrices of the same items are
+From Maystre, Ortega Gonzalez, Park, Dolga, Berariu, Zhao, Ciosek, "When Embedding Models
+Meet: Procrustes Bounds and Applications", arXiv:2510.13406 (2025); see also docs/methods.md,
+section "Orthogonal Procrustes".  If the Gram matrices of the same items are
 close, ``||X X^T - Y Y^T||_F <= eps``, an orthogonal ``Q`` exists with
 ``||X Q - Y||_F <= (2D)^(1/4) sqrt(eps)``; per item, ``E||Q x_i - y_i||^2 <= sqrt(2D) delta``
 where ``delta^2 = E_ij[(x_i.x_j - y_i.y_j)^2]``.  Nothing has to be fitted to know this.
@@ -11,8 +13,7 @@ import torch
 from sklearn.utils import Bunch, check_random_state
 
 from .._core.backend import no_tf32, resolve_device, to_torch
-from .._core.ranking import check_embeddings
-from ._retrieval import check_positive_int, check_same_rows
+from .._core.validation import check_embeddings, check_positive_int, check_same_rows
 
 __all__ = ["alignability"]
 

@@ -4,7 +4,9 @@ After a model upgrade the gallery still holds old embeddings (``F(old)``, or raw
 re-embedding it with the new model (``B(new)``) is done in stages.  The backfilling curve
 is the metric of new-model queries against the mixed gallery as a function of the
 re-embedded share ``beta``; its area (the mean over ``beta`` in [0, 1]) summarises how
-well old and new embeddings coexist (Ricci et al., NeurIPS 2025, METHODS.md section 3).
+well old and new embeddings coexist (Ricci, Biondi, Pernici, Patras, Del Bimbo,
+"lambda-Orthogonality Regularization for Compatible Representation Learning", NeurIPS 2025,
+arXiv:2509.16664; see docs/methods.md, section "Metrics").
 """
 
 import re
@@ -17,14 +19,18 @@ from .._core.backend import resolve_device
 from .._core.ranking import (
     AP_BYTES_PER_ENTRY,
     average_precision_rows,
-    check_embeddings,
-    encode_labels,
     first_positive_ranks,
     mask_self,
     normalized_tensors,
     similarity_blocks,
 )
-from ._retrieval import check_positive_int, check_same_width, query_weights
+from .._core.validation import (
+    check_embeddings,
+    check_positive_int,
+    check_same_width,
+    encode_labels,
+    query_weights,
+)
 
 __all__ = ["backfilling_auc", "backfilling_curve", "backfilling_order"]
 

@@ -1,23 +1,27 @@
 """Retrieval metrics: paired top-k (cosine or CSLS), mean cosine, CMC top-k, mAP, and
 neighbourhood preservation.  Public through :mod:`sklearn_compat.metrics`."""
 
-import numbers
 
 import numpy as np
 import torch
-from sklearn.utils.validation import _check_sample_weight
 
 from .._core.backend import resolve_device
 from .._core.ranking import (
-    check_embeddings,
     count_true,
-    encode_labels,
     label_rank_stats,
     mask_self,
     normalized_tensors,
     paired_ranks,
     similarity_blocks,
     topk_mask,
+)
+from .._core.validation import (
+    check_embeddings,
+    check_positive_int,
+    check_same_rows,
+    check_same_width,
+    encode_labels,
+    query_weights,
 )
 
 __all__ = [
@@ -27,41 +31,6 @@ __all__ = [
     "neighbourhood_preservation",
     "paired_topk_accuracy",
 ]
-
-
-# ---------------------------------------------------------------------- validation helpers
-def check_positive_int(value, name, *, allow_none=False):
-    """``value`` as an int >= 1 (a clear ValueError otherwise)."""
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
-
-
-def check_same_width(A, B, names):
-    """Both matrices live in one space: same number of columns."""
-    if A.shape[1] != B.shape[1]:
-        raise ValueError(
-            f"{names[0]} and {names[1]} must have the same number of features (one shared "
-            f"space), got {A.shape[1]} and {B.shape[1]}."
-        )
-
-
-def check_same_rows(A, B, names):
-    """Row ``i`` of one matrix is the partner of row ``i`` of the other."""
-    if A.shape[0] != B.shape[0]:
-        raise ValueError(
-            f"{names[0]} and {names[1]} must have the same number of rows (paired items), "
-            f"got {A.shape[0]} and {B.shape[0]}."
-        )
-
-
-def query_weights(sample_weight, n_queries):
-    """Validated non-negative query weights (ones when None)."""
-    return _check_sample_weight(
-        sample_weight, np.empty((n_queries, 0)), dtype=np.float64, ensure_non_negative=True
-    )
 
 
 def resolve_query_gallery(queries, gallery, labels, gallery_labels, exclude_self):

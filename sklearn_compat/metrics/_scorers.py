@@ -8,8 +8,8 @@ import re
 
 from sklearn.utils.metadata_routing import MetadataRequest
 
+from .._core.validation import check_positive_int
 from ._retrieval import (
-    check_positive_int,
     cmc_topk_accuracy,
     mean_average_precision,
     mean_cosine_similarity,

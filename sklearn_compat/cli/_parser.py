@@ -1,0 +1,330 @@
+"""The argument parser of ``sklearn-compat``: one small builder per command.
+
+Options shared by several commands come from parent parsers (tables, pairs, models); the
+method options are declared once in :mod:`._registry` and added by
+:func:`._registry.add_method_options`.  A new command is a new ``_add_<name>`` function
+here and a ``run_<name>`` in :mod:`._commands`.
+"""
+
+import argparse
+
+from ..io._common import DUPLICATE_POLICIES
+from ._registry import METHODS, add_method_options, device_name, lam_value, positive_int
+
+__all__ = ["PROG", "build_parser"]
+
+PROG = "sklearn-compat"
+
+# Rows per batch of ``transform``; memory is bounded by it.
+DEFAULT_ROWS_PER_BATCH = 65536
+
+
+def _n_folds(text):
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"cross-validation needs at least 2 folds, got {value}")
+    return value
+
+
+def _parent():
+    return argparse.ArgumentParser(add_help=False)
+
+
+def _common_parser():
+    p = _parent()
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    return p
+
+
+def _table_parser():
+    p = _parent()
+    g = p.add_argument_group("table columns")
+    g.add_argument(
+        "--id-column",
+        metavar="ID",
+        help="the id column (a plain 2-d .npy array has ids = row numbers)",
+    )
+    g.add_argument("--prefix", help="embedding columns: numeric columns starting with PREFIX")
+    g.add_argument(
+        "--pattern",
+        metavar="REGEX",
+        help="embedding columns: numeric columns whose name matches REGEX",
+    )
+    g.add_argument(
+        "--vector-column", metavar="NAME", help="the embedding is this one list-valued column"
+    )
+    g.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        help="read embeddings as this dtype (default: float32 stays float32, "
+        "other numbers become float64)",
+    )
+    return p
+
+
+def _add_duplicates(parser, what):
+    parser.add_argument(
+        "--duplicates",
+        choices=DUPLICATE_POLICIES,
+        default="error",
+        help=f"ids on several rows of {what}: an error (default), keep the first or last "
+        "row, or drop every such id",
+    )
+
+
+def _pair_parser():
+    p = _parent()
+    g = p.add_argument_group("source and target tables")
+    g.add_argument(
+        "--source",
+        required=True,
+        metavar="SRC",
+        help="table of the model to map from (usually the new model)",
+    )
+    g.add_argument(
+        "--target",
+        required=True,
+        metavar="TGT",
+        help="table of the model to map into (usually the old model)",
+    )
+    g.add_argument(
+        "--target-id-column",
+        metavar="ID",
+        help="the target's id column, when named differently (default: --id-column)",
+    )
+    g.add_argument("--target-prefix", help="the target's embedding column prefix")
+    g.add_argument(
+        "--target-pattern", metavar="REGEX", help="the target's embedding column pattern"
+    )
+    g.add_argument(
+        "--target-vector-column", metavar="NAME", help="the target's list-valued embedding column"
+    )
+    _add_duplicates(g, "one table")
+    return p
+
+
+def _model_parser():
+    p = _parent()
+    p.add_argument("--model", required=True, help="model file written by 'fit'")
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="load model files holding types that are not this package's own "
+        "(and joblib/pickle files); only for files you trust",
+    )
+    return p
+
+
+def _add_force(parser, what="existing outputs"):
+    parser.add_argument("--force", action="store_true", help=f"overwrite {what}")
+
+
+def _add_device(parser, help="where to compute"):
+    parser.add_argument("--device", type=device_name, help=help)
+
+
+def _add_labels_column(parser, help):
+    parser.add_argument("--labels-column", metavar="COL", help=help)
+
+
+def _add_fit(sub, parents):
+    fit = sub.add_parser(
+        "fit",
+        parents=[parents["common"], parents["pair"], parents["table"]],
+        help="fit a map from SRC's space into TGT's and save it",
+        description="Join SRC and TGT on the id column, fit the method on "
+        "the matched rows and save the model.",
+    )
+    fit.add_argument("--method", required=True, choices=sorted(METHODS))
+    fit.add_argument("--model", required=True, help="where to save the model")
+    fit.add_argument(
+        "--model-format",
+        choices=("skops", "joblib"),
+        help="default: joblib for .joblib/.pkl names, else skops",
+    )
+    _add_force(fit, "an existing model file")
+    fit.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_labels_column(
+        fit, "lambda-orth: class labels (in SRC or TGT) for the supervised contrastive term"
+    )
+    add_method_options(fit)
+
+
+def _add_transform(sub, parents):
+    tr = sub.add_parser(
+        "transform",
+        parents=[parents["common"], parents["model"], parents["table"]],
+        help="map a table into the target space, batch by batch",
+        description="Map every row of INPUT with MODEL; ids are kept.",
+    )
+    tr.add_argument("--input", required=True)
+    tr.add_argument("--output", required=True)
+    _add_force(tr, "an existing output")
+    tr.add_argument(
+        "--rows-per-batch",
+        type=positive_int,
+        default=DEFAULT_ROWS_PER_BATCH,
+        metavar="N",
+        help=f"rows per batch; memory is bounded by it (default {DEFAULT_ROWS_PER_BATCH})",
+    )
+    tr.add_argument(
+        "--output-form",
+        choices=("same", "columns", "list"),
+        default="same",
+        help="numeric columns, one list column, or as the input (default)",
+    )
+    tr.add_argument(
+        "--output-column",
+        metavar="NAME",
+        help="name of the output's list column (default: the input's, or 'embedding')",
+    )
+    _add_device(tr, "where to compute (default: the model's device)")
+    tr.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (it is only shown on a terminal anyway)",
+    )
+
+
+def _add_evaluate(sub, parents):
+    ev = sub.add_parser(
+        "evaluate",
+        parents=[parents["common"], parents["model"], parents["pair"], parents["table"]],
+        help="retrieval metrics of MODEL on paired tables",
+    )
+    _add_labels_column(ev, "class labels (in SRC or TGT): adds CMC top-1 and mAP")
+    ev.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _add_device(ev)
+
+
+def _add_grid(sub, parents):
+    gr = sub.add_parser(
+        "grid",
+        parents=[parents["common"], parents["pair"], parents["table"]],
+        help="cross-validated lambda grid with reference methods",
+        description="Cross-validate LambdaOrthAligner over --lam values, "
+        "with Procrustes and affine as reference rows; write "
+        "a results table and a PNG plot.",
+    )
+    gr.add_argument(
+        "--lam", type=lam_value, nargs="+", required=True, help="lambda values, e.g. 0 4 12 inf"
+    )
+    gr.add_argument("--cv", type=_n_folds, default=5, help="number of folds (default 5)")
+    gr.add_argument(
+        "--output",
+        required=True,
+        metavar="RESULTS",
+        help="results table (.csv, .parquet or .json)",
+    )
+    gr.add_argument(
+        "--plot", metavar="PNG", help="plot of score against lambda (default: RESULTS with .png)"
+    )
+    gr.add_argument("--no-plot", action="store_true", help="do not draw the plot")
+    _add_force(gr)
+    add_method_options(gr, grid=True)
+
+
+def _add_encode(sub, parents):
+    en = sub.add_parser(
+        "encode",
+        parents=[parents["common"], parents["table"]],
+        help="relative-anchor encoding of a table (and of a parallel one)",
+        description="Encode INPUT as similarities to anchor items; with "
+        "--parallel, encode another model's export of the same "
+        "items against the same anchor items.",
+    )
+    en.add_argument("--input", required=True, help="the table to encode")
+    en.add_argument("--output", required=True, help="where to write its encoding")
+    en.add_argument(
+        "--n-anchors",
+        type=positive_int,
+        default=64,
+        metavar="M",
+        help="number of anchors, the width of the encoding (default 64)",
+    )
+    en.add_argument(
+        "--anchors",
+        default="random",
+        choices=("random", "stratified", "kmeans", "kmeans_mixture", "fps", "param"),
+        help="anchor strategy (default random); stratified needs --labels-column, "
+        "param learns the anchors across INPUT and --parallel",
+    )
+    en.add_argument(
+        "--similarity",
+        default="cosine",
+        choices=("cosine", "euclidean", "dot", "wip"),
+        help="similarity to the anchors (default cosine; wip: whitened inner product)",
+    )
+    en.add_argument(
+        "--normalize",
+        choices=("l2", "standard"),
+        help="post-process the encoding: unit rows, or each column standardised with "
+        "its mean and deviation over the rows the anchors were fitted on (default: none)",
+    )
+    _add_labels_column(en, "class labels in INPUT, for --anchors stratified")
+    en.add_argument(
+        "--seed", type=int, help="random_state of the anchor choice (repeatable encodings)"
+    )
+    en.add_argument(
+        "--parallel",
+        metavar="OTHER",
+        help="another model's table of the same items (joined on the id column)",
+    )
+    en.add_argument(
+        "--parallel-output", metavar="OTHER_OUT", help="where to write OTHER's encoding"
+    )
+    for what, meta in (
+        ("id-column", "ID"),
+        ("prefix", "PREFIX"),
+        ("pattern", "REGEX"),
+        ("vector-column", "NAME"),
+    ):
+        en.add_argument(
+            f"--parallel-{what}",
+            metavar=meta,
+            help=f"OTHER's {what.replace('-', ' ')}, when it differs from INPUT's",
+        )
+    en.add_argument("--model", help="also save the fitted encoder here")
+    _add_force(en)
+    _add_duplicates(en, "INPUT or OTHER")
+    _add_device(en)
+
+
+# The commands in the order ``--help`` lists them.
+COMMANDS = (_add_fit, _add_transform, _add_evaluate, _add_grid, _add_encode)
+
+
+def build_parser():
+    """The argument parser of ``sklearn-compat``."""
+    from .. import __version__
+
+    parents = {
+        "common": _common_parser(),
+        "table": _table_parser(),
+        "pair": _pair_parser(),
+        "model": _model_parser(),
+    }
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Learn and apply maps between the embedding spaces of two models, on "
+        "tabular exports (CSV, Parquet, .npy).",
+        parents=[parents["common"]],
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_command in COMMANDS:
+        add_command(sub, parents)
+    _document_device(sub)
+    return parser
+
+
+# One behaviour for every command: a GPU that was asked for and is absent is an error, so a
+# batch job never runs (slowly) somewhere else than its command line says.
+_DEVICE_NOTE = "; a CUDA device torch cannot see is an error (exit status 1)"
+
+
+def _document_device(subparsers):
+    for command in subparsers.choices.values():
+        for action in command._actions:
+            if action.dest == "device" and _DEVICE_NOTE not in (action.help or ""):
+                action.help = (action.help or "where to compute") + _DEVICE_NOTE
