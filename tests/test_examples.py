@@ -11,15 +11,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(script):
+def _run(script, *args, examples=ROOT / "examples", cwd=ROOT):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run(
-        [sys.executable, str(ROOT / "examples" / script)],
+        [sys.executable, str(examples / script), *args],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
-        timeout=600,
+        timeout=900,
     )
 
 
@@ -74,15 +74,7 @@ def test_every_example_is_run_by_a_test():
 def _run_on_users_machine(tmp_path, script, *args):
     examples = tmp_path / "user" / "checkout" / "examples"
     shutil.copytree(ROOT / "examples", examples)
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run(
-        [sys.executable, str(examples / script), *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=900,
-    )
+    return _run(script, *args, examples=examples, cwd=tmp_path)
 
 
 def test_zero_shot_stitching_builds_its_own_features_and_stitches(tmp_path):
