@@ -221,8 +221,7 @@ class LambdaOrthAligner(BaseAligner):
     onto the orthogonal matrices in float64, so its gap is at rounding level.  Its
     parametrisation moves continuously, so it keeps the determinant sign of its start: one
     more reason to start at the Procrustes solution, which picks the right one (a square
-    "identity" start reaches rotations
-    only).
+    "identity" start reaches rotations only).
 
     Small CPU problems (``batch_size * d_x * d_y`` up to about a million) train with one
     torch thread, restored afterwards: at that size thread synchronisation costs more
