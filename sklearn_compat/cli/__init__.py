@@ -140,6 +140,10 @@ def _termination_as_interrupt():
 
 def _interrupted(exc):
     """The one line and the exit status of an interrupted run: 130 (SIGINT), 143 (SIGTERM)."""
+    if "sklearn_compat.io._write" in sys.modules:  # else no output was started
+        from ..io._write import remove_pending_temporaries
+
+        remove_pending_temporaries()
     if isinstance(exc, Terminated):
         _error("terminated (SIGTERM); no output was written")
         return 128 + signal.SIGTERM

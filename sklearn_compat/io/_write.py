@@ -9,7 +9,10 @@ refused unless ``force=True``.
 
 import glob
 import os
+import signal
 import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,16 +70,20 @@ class AtomicOutput:
         parent = self.path.parent
         if not parent.is_dir():
             raise InputError(f"directory {str(parent)!r} does not exist", path=where)
-        try:
-            # The process id in the name tells a later run which leftovers are stale.
-            fd, tmp = tempfile.mkstemp(
-                dir=parent, prefix=f"{_temp_prefix(self.path)}{os.getpid()}.", suffix=".part"
-            )
-        except OSError as exc:
-            raise InputError(f"cannot write: {exc.strerror}", path=where) from None
-        os.close(fd)
-        self.tmp = Path(tmp)
-        self._done = False
+        # Created and registered with interrupts held back, so that a Ctrl-C or SIGTERM
+        # cannot leave a file that nobody knows to remove (see remove_pending_temporaries).
+        with _signals_deferred():
+            try:
+                # The process id in the name tells a later run which leftovers are stale.
+                fd, tmp = tempfile.mkstemp(
+                    dir=parent, prefix=f"{_temp_prefix(self.path)}{os.getpid()}.", suffix=".part"
+                )
+            except OSError as exc:
+                raise InputError(f"cannot write: {exc.strerror}", path=where) from None
+            os.close(fd)
+            self.tmp = Path(tmp)
+            self._done = False
+            _PENDING.add(self.tmp)
 
     def commit(self):
         """Move the finished temporary file to the destination."""
@@ -95,6 +102,7 @@ class AtomicOutput:
         os.chmod(self.tmp, 0o666 & ~umask)
         os.replace(self.tmp, self.path)
         self._done = True
+        _PENDING.discard(self.tmp)
         remove_stale_temporaries(self.path)
 
     def abort(self):
@@ -106,6 +114,7 @@ class AtomicOutput:
             self.tmp.unlink()
         except FileNotFoundError:
             pass
+        _PENDING.discard(self.tmp)
 
     def __enter__(self):
         return self
@@ -116,6 +125,39 @@ class AtomicOutput:
         else:
             self.abort()
         return False
+
+
+# Temporary files of this process not yet committed or aborted.
+_PENDING = set()
+
+
+def remove_pending_temporaries():
+    """Remove every temporary file of this process that was neither committed nor aborted.
+
+    For an interrupt that arrives where no ``abort`` runs (e.g. while a writer is still
+    being constructed); the command line calls it when Ctrl-C or SIGTERM stops a command.
+    """
+    for tmp in list(_PENDING):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        _PENDING.discard(tmp)
+
+
+@contextmanager
+def _signals_deferred():
+    """Hold SIGINT and SIGTERM back inside the block (main thread, POSIX); they are
+    delivered, and their handlers run, when it ends."""
+    can_block = hasattr(signal, "pthread_sigmask")
+    if not can_block or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _temp_prefix(path):
