@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 import sklearn
-from lambda_tradeoff import SHARED, load_features
+from lambda_tradeoff import load_features
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import Normalizer
@@ -30,7 +30,7 @@ from sklearn_compat.metrics import make_multi_retrieval_scorer
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(SHARED))
+    parser.add_argument("--data", help="feature file (default: the shared one, else digits)")
     parser.add_argument("--max-epochs", type=int, default=60)
     args = parser.parse_args(argv)
     old, new, labels, tr, te, description = load_features(args.data)

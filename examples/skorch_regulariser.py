@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 import torch
-from lambda_tradeoff import SHARED, load_features
+from lambda_tradeoff import load_features
 from skorch import NeuralNetRegressor
 from torch import nn
 
@@ -61,7 +61,7 @@ def unit_rms(M):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(SHARED))
+    parser.add_argument("--data", help="feature file (default: the shared one, else digits)")
     parser.add_argument("--max-epochs", type=int, default=30)
     args = parser.parse_args(argv)
     old, new, labels, tr, te, description = load_features(args.data)

@@ -2,7 +2,9 @@
 space, applied unchanged to another network's.
 
 Data: ``mnist5k_features.npz`` (the same 5,000 MNIST digits embedded by three independently
-trained networks; see ``shared/data/README.md``).  For each pair (strong -> other):
+trained networks; see ``shared/data/README.md``) when present, else the hidden features of
+three small MLPs trained here on scikit-learn's bundled digits (seconds, no download).  For
+each pair (strong -> other):
 
 1. fit a :class:`~sklearn_compat.RelativeAnchorEncoder` on the strong network's training rows
    (PARAM also sees the other network's training rows as a parallel space);
@@ -18,7 +20,7 @@ followed by the strong absolute head.  Accuracies are on the 1,000 test rows, me
 over ``--seeds`` anchor draws.
 
     python examples/zero_shot_stitching.py
-    python examples/zero_shot_stitching.py --seeds 1 --pairs cnn_s0:mlp_s0    # quicker
+    python examples/zero_shot_stitching.py --seeds 1 --pairs mlp_s0:mlp_s1    # quicker
 """
 
 import argparse
@@ -26,13 +28,20 @@ import time
 from pathlib import Path
 
 import numpy as np
+from lambda_tradeoff import SHARED, digits_features
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_compat import OrthogonalProcrustesAligner, RelativeAnchorEncoder
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist5k_features.npz"
+# The digits stand-in: three networks trained from different seeds, one of them briefly
+# (a weaker network), all 64 wide like the shared file's.
+DIGITS_NETWORKS = {"mlp_s0": (64, 0, 200), "mlp_s1": (64, 1, 200), "mlp_s2_short": (64, 2, 15)}
+PAIRS = {
+    "shared": ["cnn_s0:mlp_s0", "cnn_s0:cnn_s1"],
+    "digits": ["mlp_s0:mlp_s1", "mlp_s0:mlp_s2_short"],
+}
 
 # (label, encoder parameters); every row shares n_anchors and the head recipe.
 CONFIGS = [
@@ -64,7 +73,7 @@ def stitch(data, strong, other, params, seed, n_anchors, device):
     return own, stitched
 
 
-def run_pair(data, strong, other, seeds, n_anchors, device):
+def run_pair(data, strong, other, seeds, n_anchors, device, configs=CONFIGS):
     train, test, y = data["train_idx"], data["test_idx"], data["labels"]
     S, T = data[strong], data[other]
     rows = []
@@ -81,7 +90,7 @@ def run_pair(data, strong, other, seeds, n_anchors, device):
         ("Procrustes other -> strong, strong absolute head", strong_head.score(S[test], y[test]),
          strong_head.score(procrustes.transform(T[test]), y[test]), 0.0)
     )  # fmt: skip
-    for label, params in CONFIGS:
+    for label, params in configs:
         start = time.perf_counter()
         scores = np.array(
             [stitch(data, strong, other, params, s, n_anchors, device) for s in range(seeds)]
@@ -91,28 +100,50 @@ def run_pair(data, strong, other, seeds, n_anchors, device):
     return rows
 
 
+def load_data(path):
+    """({network: features, "labels", "train_idx", "test_idx"}, description)."""
+    if path is None and SHARED.exists():
+        path = SHARED
+    if path is not None:
+        if not path.exists():
+            raise SystemExit(f"error: {path} not found (leave out --data to use the digits)")
+        with np.load(path) as npz:
+            return {key: npz[key] for key in npz.files}, path.name
+    features, labels, train_idx, test_idx = digits_features(DIGITS_NETWORKS)
+    data = dict(features, labels=labels, train_idx=train_idx, test_idx=test_idx)
+    return data, "scikit-learn digits, hidden layers of three small MLPs"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the .npz file")
+    parser.add_argument(
+        "--data", type=Path, help="the .npz file (default: the shared one, else digits)"
+    )
     parser.add_argument(
         "--pairs",
         nargs="+",
-        default=["cnn_s0:mlp_s0", "cnn_s0:cnn_s1"],
-        help="strong:other network pairs (default: cnn_s0:mlp_s0 cnn_s0:cnn_s1)",
+        help="strong:other network pairs (default: cnn_s0:mlp_s0 cnn_s0:cnn_s1 on the "
+        "shared file, mlp_s0:mlp_s1 mlp_s0:mlp_s2_short on the digits)",
     )
     parser.add_argument("--seeds", type=int, default=3, help="anchor draws per row (default 3)")
+    parser.add_argument(
+        "--configs",
+        type=int,
+        nargs="+",
+        help=f"encoder rows to run, by position 0-{len(CONFIGS) - 1} (default: all)",
+    )
     parser.add_argument("--n-anchors", type=int, default=64, help="anchors (default 64)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     args = parser.parse_args(argv)
-    if not args.data.exists():
-        print(f"{args.data} not found: this example needs the project's real features.")
-        return
-    with np.load(args.data) as npz:
-        data = {key: npz[key] for key in npz.files}
-    for pair in args.pairs:
+    data, source = load_data(args.data)
+    print(f"features: {source}")
+    for pair in args.pairs or PAIRS["digits" if source.startswith("scikit") else "shared"]:
         strong, other = pair.split(":")
+        if strong not in data or other not in data:
+            raise SystemExit(f"error: --pairs {pair}: networks available: {sorted(data)}")
         print(f"\n{strong} (strong) -> {other}: fitting ...", flush=True)
-        rows = run_pair(data, strong, other, args.seeds, args.n_anchors, args.device)
+        configs = CONFIGS if args.configs is None else [CONFIGS[i] for i in args.configs]
+        rows = run_pair(data, strong, other, args.seeds, args.n_anchors, args.device, configs)
         print(f"\n| {strong} -> {other} | strong own acc | zero-shot acc on {other} |")
         print("|---|---|---|")
         for label, own, acc, spread in rows:

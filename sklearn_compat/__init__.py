@@ -8,17 +8,27 @@ The distribution is called ``sklearn-embedding-compat``; the PyPI name ``sklearn
 belongs to an unrelated project with the same import name (see README.md).
 """
 
-from . import metrics
 from ._clash import warn_if_clashing_distribution
-from .affine import AffineAligner
-from .lambda_orth import LambdaOrthAligner, lambda_orth_penalty
-from .lambda_orth_cv import LambdaOrthAlignerCV, lambda_orth_path
-from .neighbors import AlignedNeighbors
-from .procrustes import OrthogonalProcrustesAligner
-from .refined import RefinedProcrustesAligner
-from .relative import RelativeAnchorEncoder
-from .residual import ResidualAdapterAligner
-from .whitened import WhitenedProcrustesAligner
+from ._lazy import lazy_exports
+
+# Imported on first use, so that the command line starts without torch (see _lazy).
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AffineAligner": ".affine",
+        "AlignedNeighbors": ".neighbors",
+        "LambdaOrthAligner": ".lambda_orth",
+        "LambdaOrthAlignerCV": ".lambda_orth_cv",
+        "OrthogonalProcrustesAligner": ".procrustes",
+        "RefinedProcrustesAligner": ".refined",
+        "RelativeAnchorEncoder": ".relative",
+        "ResidualAdapterAligner": ".residual",
+        "WhitenedProcrustesAligner": ".whitened",
+        "lambda_orth_path": ".lambda_orth_cv",
+        "lambda_orth_penalty": ".lambda_orth",
+        "metrics": ".metrics",
+    },
+)
 
 __version__ = "0.1.0"
 
@@ -34,8 +44,8 @@ __all__ = [
     "WhitenedProcrustesAligner",
     "__version__",
     "lambda_orth_penalty",
-    "metrics",
     "lambda_orth_path",
+    "metrics",
 ]
 
 warn_if_clashing_distribution()

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
-from ._core.validation import pick_target
+from ._core.validation import pick_target, refuse_bool_numbers
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import (
     StartMap,
@@ -201,13 +201,16 @@ class LambdaOrthAligner(BaseAligner):
 
     Training runs in float32 on ``device`` whatever the input dtype (the adapters gain
     nothing from float64 under Adam); the fitted attributes are float64 and ``transform``
-    returns X's dtype.  A diverging fit (a non-finite epoch loss) raises
-    ``FloatingPointError`` naming ``lr`` and ``lam``, and leaves no non-finite weights
-    behind.  The strict variant's final ``W`` is projected onto the orthogonal matrices in
-    float64, so its gap is at rounding level.  Its parametrisation moves continuously, so
-    it keeps the determinant sign of its start: one more reason to start at the Procrustes
-    solution, which picks the right one (a square "identity" start reaches rotations
-    only).
+    returns X's dtype (float64 input beyond float32's range is first brought into it by an
+    exact power of two, folded into ``x_scale_``/``y_scale_``).  A diverging fit (a
+    non-finite epoch loss, or one more than 10 times above the larger of its starting loss
+    and the zero map's squared error, measured on the monitored rows) raises
+    ``FloatingPointError`` naming ``lr`` and ``lam`` instead of returning a wrecked map,
+    and leaves the estimator as it was.  The strict variant's final ``W`` is projected
+    onto the orthogonal matrices in float64, so its gap is at rounding level.  Its
+    parametrisation moves continuously, so it keeps the determinant sign of its start: one
+    more reason to start at the Procrustes solution, which picks the right one (a square
+    "identity" start reaches rotations only).
 
     Small CPU problems (``batch_size * d_x * d_y`` up to about a million) train with one
     torch thread, restored afterwards: at that size thread synchronisation costs more
@@ -331,6 +334,7 @@ class LambdaOrthAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
+        refuse_bool_numbers(self)
         warm = bool(self.warm_start) and hasattr(self, "W_")
         if warm and self.bidirectional and not hasattr(self, "forward_W_"):
             raise ValueError(

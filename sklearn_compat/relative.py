@@ -14,6 +14,7 @@ from sklearn.utils.validation import (
 )
 
 from ._core.backend import as_numpy_input, checked_input, one_line_errors, resolve_device
+from ._core.ranking import l2_normalize
 from ._core.validation import check_row_labels
 from ._relative.anchors import (
     farthest_point_anchors,
@@ -425,12 +426,15 @@ array-like of int, default="random"
         """numpy/pandas/torch (any device) in; the shared one-line errors for bad input."""
         try:
             with one_line_errors():
-                return validate_data(self, checked_input(X, name), dtype=FLOAT_DTYPES, reset=reset)
+                X = validate_data(self, checked_input(X, name), dtype=FLOAT_DTYPES, reset=reset)
         except ValueError as exc:
             if name == "X":
                 raise
             # scikit-learn calls every such input X ("Input X contains NaN").
             raise ValueError(str(exc).replace("Input X ", f"Input {name} ")) from None
+        if self.similarity in ("dot", "euclidean"):
+            _check_product_range(X, self.similarity, name)
+        return X
 
     def _centres(self):
         return bool(self.center) and self.similarity in CENTRED_SIMILARITIES
@@ -460,8 +464,8 @@ array-like of int, default="random"
         if self.similarity == "cosine":
             if self._centres():
                 X = X - X.mean(axis=0, dtype=np.float64).astype(X.dtype)
-            norms = np.linalg.norm(X, axis=1, keepdims=True)
-            return X / np.maximum(norms, np.finfo(X.dtype).tiny)
+            # Scale-safe (max-abs first), so 1e30 or 1e-30 rows normalise exactly.
+            return l2_normalize(torch.from_numpy(np.ascontiguousarray(X))).numpy()
         if self.similarity == "wip":
             mean, L, _ = stats
             return ((X - mean) @ L).astype(X.dtype, copy=False)
@@ -634,3 +638,24 @@ array-like of int, default="random"
         tags.target_tags.required = False
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+# Largest entries whose products (dot, squared distances) stay exact in each dtype: squares
+# overflow near 2**64 (float32) / 2**512 (float64) and lose all precision near the square
+# roots of the smallest normal numbers.
+_PRODUCT_RANGE = {np.dtype(np.float32): 2.0**60, np.dtype(np.float64): 2.0**500}
+
+
+def _check_product_range(X, similarity, name):
+    """Refuse rows whose dot products or squared distances would overflow or underflow."""
+    if X.size == 0:
+        return
+    limit = _PRODUCT_RANGE[X.dtype]
+    peak = float(np.abs(X).max())
+    if peak > limit or 0 < peak < 1.0 / limit:
+        wider = ", or pass float64" if X.dtype == np.float32 else ""
+        raise ValueError(
+            f"similarity={similarity!r} multiplies the values, and {name} holds values of "
+            f"size {peak:.3g}, whose products {X.dtype} cannot hold: rescale {name}{wider} "
+            "(or use similarity='cosine', which does not depend on the scale)."
+        )

@@ -1214,3 +1214,15 @@ def test_fit_with_the_newer_methods(tmp_path, capsys, planted, method, extra):
     assert model.n_features_in_ == D_X and model.n_targets_ == D_Y
     _, X, Y, _ = planted
     assert model.score(X, Y) > 0.9
+
+
+def test_a_diverging_lambda_orth_fit_is_an_error_not_a_model(tmp_path, capsys, planted):
+    # `fit --method lambda-orth --lr 10` used to exit 0 with a map scoring 0.009.
+    src, tgt = write_pair(tmp_path, planted, "parquet", "parquet")
+    model = tmp_path / "m.skops"
+    code, _, err = run(
+        capsys, "fit", "--method", "lambda-orth", "--source", src, "--target", tgt,
+        "--id-column", "id", "--model", model, "--lr", "10", "--seed", "0",
+    )  # fmt: skip
+    assert_one_line_error(code, err, "Training diverged", "lr=10")
+    assert not model.exists()

@@ -1,6 +1,7 @@
 """LambdaOrthAligner and the lambda-orthogonality regulariser."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -435,3 +436,39 @@ def test_fitted_model_round_trips_through_pickle_and_skops(rng):
     assert skops_io.get_untrusted_types(data=skops_io.dumps(est)) == [
         "sklearn_compat.lambda_orth.LambdaOrthAligner"
     ]
+
+
+def _rotation_pair(n, d):
+    X = np.random.default_rng(0).normal(size=(n, d))
+    return X, X @ ortho_group.rvs(d, random_state=0)
+
+
+@pytest.mark.parametrize(
+    "n, d, lr", [(300, 8, 10.0), (300, 8, 1e6), (300, 8, 1.0), (3000, 16, 10.0)]
+)
+def test_a_fit_whose_loss_explodes_raises_instead_of_returning_the_wreck(n, d, lr):
+    # These fits used to return maps scoring 0.04-0.2 (0.999 at the default lr) with a
+    # finite loss 1e2-1e12 times the start; only a non-finite loss was caught.
+    X, Y = _rotation_pair(n, d)
+    est = LambdaOrthAligner(lr=lr, random_state=0)
+    named = rf"rose to .*lr={re.escape(format(lr, 'g'))}, lam="
+    with pytest.raises(FloatingPointError, match=named) as info:
+        est.fit(X, Y)
+    assert "Lower lr" in str(info.value) and "\n" not in str(info.value)
+    assert not hasattr(est, "W_")
+
+
+@pytest.mark.parametrize("lr", [1e-3, 1e-2, 0.1])
+def test_ordinary_learning_rates_are_not_called_divergent(lr):
+    # lr=0.1 makes the loss jump to ~6x its (tiny) start before settling: not divergence.
+    X, Y = _rotation_pair(300, 8)
+    est = LambdaOrthAligner(lr=lr, random_state=0).fit(X, Y)
+    assert est.score(X, Y) == 1.0
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True)])
+@pytest.mark.parametrize("name", ["lam", "lr", "max_epochs", "sharpness"])
+def test_booleans_are_refused_as_numbers(name, value):
+    X, Y = _rotation_pair(50, 3)
+    with pytest.raises(ValueError, match=rf"'{name}' parameter of LambdaOrthAligner must be"):
+        LambdaOrthAligner(max_epochs=1).set_params(**{name: value}).fit(X, Y)

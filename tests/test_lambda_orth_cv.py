@@ -426,3 +426,12 @@ def test_tensor_grid_saves_with_skops(problem, tmp_path):
     loaded = sio.load(path, trusted=names)
     np.testing.assert_array_equal(loaded.transform(X), search.transform(X))
     np.testing.assert_array_equal(loaded.lams, [0.0, np.inf])
+
+
+@pytest.mark.parametrize("lams", [[True, 2.0], np.array([True, False])])
+def test_boolean_lams_are_refused(lams):
+    from sklearn_compat import LambdaOrthAlignerCV
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    with pytest.raises(TypeError, match="lams must be numbers, not booleans"):
+        LambdaOrthAlignerCV(lams=lams, cv=2).fit(X, X)

@@ -13,7 +13,7 @@ from sklearn.utils.validation import _check_sample_weight
 
 from .backend import as_numpy_input, is_dask_collection, resolve_device
 from .moments import moments_in_dtype
-from .validation import raise_not_finite
+from .validation import largest_abs, raise_not_finite
 
 __all__ = ["batch_moments", "is_dask_collection"]
 
@@ -82,19 +82,46 @@ def batch_moments(
             dtype=np.float64 if float64 else np.float32,
             ensure_non_negative=True,
         )
-    moments = moments_in_dtype(
-        X,
-        Y,
-        sample_weight,
-        centered=centered,
-        need_gram=need_gram,
-        need_means=need_means,
-        need_sq_x=need_sq_x,
-        device=resolve_device(estimator.device),
-        stats_dtype=stats_dtype,
-    )
+    options = {
+        "centered": centered,
+        "need_gram": need_gram,
+        "need_means": need_means,
+        "need_sq_x": need_sq_x,
+        "device": resolve_device(estimator.device),
+    }
+    moments = moments_in_dtype(X, Y, sample_weight, stats_dtype=stats_dtype, **options)
+    wide = X.dtype in (np.float64, torch.float64)
+    gemm_dtype = np.dtype(stats_dtype or (np.float64 if wide else np.float32))
+    if gemm_dtype == np.float32 and not (
+        moments.is_finite() and not _underflows(moments, X, Y, np.float32)
+    ):
+        # float32 products overflow from about 1e19 and lose all precision below about
+        # 1e-19: the same statistics in float64 are right up to 1e154 (rare, so the slower
+        # pass is paid only here).
+        moments = moments_in_dtype(X, Y, sample_weight, stats_dtype=np.float64, **options)
     if not moments.is_finite():
         raise_not_finite(X, Y)
+    if _underflows(moments, X, Y, np.float64):
+        raise ValueError(
+            f"The values of X and Y are too small for float64 products (largest "
+            f"|X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}): their products underflow "
+            "to zero. Rescale them (e.g. divide by their largest value) before fitting."
+        )
     return moments, int(X.shape[0])
 
 
+def _underflows(moments, X, Y, dtype):
+    """Whether products of X and Y entries fall where ``dtype`` has lost its precision.
+
+    Products below 2**24 times the smallest normal number keep fewer than 24 bits.  The
+    inputs are scanned only when the statistics are that small (they are also small, and
+    rightly so, for a single centred row or all-zero data).
+    """
+    limit = np.finfo(dtype).tiny * 2.0**24
+    largest = np.abs(moments.cross).max(initial=0.0)
+    if not np.isnan(moments.sq_x):
+        largest = max(largest, abs(moments.sq_x))
+    if largest >= limit:
+        return False
+    peak_x, peak_y = largest_abs(X), largest_abs(Y)
+    return peak_x > 0 and peak_y > 0 and peak_x * peak_y < limit

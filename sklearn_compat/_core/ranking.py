@@ -30,6 +30,8 @@ __all__ = [
     "l2_normalize",
     "label_rank_stats",
     "mask_self",
+    "max_abs_scaled",
+    "safe_row_norms",
     "normalized_tensors",
     "paired_ranks",
     "similarity_blocks",
@@ -52,7 +54,34 @@ def block_rows(n_gallery, itemsize=4, budget=_SLAB_BYTES):
 
 
 def l2_normalize(T):
-    """Rows scaled to unit norm; all-zero rows stay zero (and so match nothing)."""
+    """Rows scaled to unit norm; all-zero rows stay zero (and so match nothing).
+
+    Each row is first divided by its largest absolute entry, so the norm is taken of
+    entries in [-1, 1]: squaring float32 entries above about 1e19 overflows and below
+    about 1e-19 underflows, which would otherwise turn a row into zeros or give cosines
+    far above 1.
+    """
+    return _unit_rows(max_abs_scaled(T))
+
+
+def max_abs_scaled(T, *, return_peak=False):
+    """Rows divided by their largest absolute entry (all-zero rows unchanged).
+
+    The safe first step of any norm or cosine of rows of arbitrary (finite) scale.  With
+    ``return_peak`` also returns the (n, 1) divisors.
+    """
+    peak = T.abs().amax(dim=1, keepdim=True) if T.shape[1] else T.new_ones((T.shape[0], 1))
+    peak = torch.where(peak > 0, peak, torch.ones_like(peak))
+    return (T / peak, peak) if return_peak else T / peak
+
+
+def safe_row_norms(T):
+    """(n, 1) L2 norms of the rows, exact at any finite scale (no square over/underflows)."""
+    scaled, peak = max_abs_scaled(T, return_peak=True)
+    return torch.linalg.vector_norm(scaled, dim=1, keepdim=True) * peak
+
+
+def _unit_rows(T):
     norms = torch.linalg.vector_norm(T, dim=1, keepdim=True)
     return T / torch.clamp(norms, min=torch.finfo(T.dtype).tiny)
 

@@ -9,6 +9,7 @@ import numbers
 import numpy as np
 from sklearn import config_context
 from sklearn.utils import assert_all_finite, check_array, column_or_1d
+from sklearn.utils._param_validation import Interval, InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight
 
 from .backend import as_numpy_input, checked_input, one_line_errors
@@ -23,9 +24,11 @@ __all__ = [
     "check_same_width",
     "check_target_width",
     "encode_labels",
+    "largest_abs",
     "pick_target",
     "query_weights",
     "raise_not_finite",
+    "refuse_bool_numbers",
 ]
 
 
@@ -131,10 +134,19 @@ def raise_not_finite(X, Y):
         assert_all_finite(as_numpy_input(X), input_name="X")
         assert_all_finite(as_numpy_input(Y), input_name="Y")
     dtype = str(X.dtype).removeprefix("torch.")
+    # Only float32 gains from float64 (range 1e19 -> 1e154); float64 input must be rescaled.
+    wider = ", or pass float64" if dtype == "float32" else ""
     raise ValueError(
-        f"The products of X and Y overflow {dtype}: the values are too large "
-        "(rescale them, or pass float64)."
+        f"The products of X and Y overflow {dtype}: the values are too large (largest "
+        f"|X| {largest_abs(X):.3g}, |Y| {largest_abs(Y):.3g}); rescale them (e.g. divide by "
+        f"their largest value){wider} before fitting."
     )
+
+
+def largest_abs(A):
+    """Largest absolute entry of an array or tensor (0.0 when empty), for messages."""
+    A = as_numpy_input(A)
+    return float(np.abs(A).max()) if A.size else 0.0
 
 
 def pick_target(Y, y):
@@ -175,3 +187,19 @@ def check_target_width(estimator, width, name="Y"):
             f"of {estimator.n_targets_} features (it was fitted with {estimator.n_targets_} "
             "target features)."
         )
+
+
+def refuse_bool_numbers(estimator):
+    """Refuse True/False given for a numeric hyper-parameter (Python counts them as 1/0).
+
+    scikit-learn's ``Interval(Real, ...)`` constraint accepts ``lam=True`` as 1.0, which
+    is never what the caller meant.
+    """
+    for name, constraints in estimator._parameter_constraints.items():
+        value = getattr(estimator, name)
+        numeric = any(isinstance(c, Interval) for c in constraints)
+        if numeric and "boolean" not in constraints and isinstance(value, bool | np.bool_):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {type(estimator).__name__} must be a number, "
+                f"got {value!r} (a bool)."
+            )

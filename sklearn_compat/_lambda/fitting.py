@@ -130,8 +130,12 @@ def prepare_fit_data(settings, X, Y, codes, rng, *, scales=None):
         )
     order = rng.permutation(n) if early else None
 
-    Xt = to_torch(X, device, torch.float32)
-    Yt = to_torch(Y, device, torch.float32)
+    # Training runs in float32: float64 input beyond its range is brought into it by an
+    # exact power-of-two factor first, folded into the unit scales below.
+    x_pre = _float32_prescale(X, "X", settings.rescale)
+    y_pre = _float32_prescale(Y, "Y", settings.rescale)
+    Xt = to_torch(X if x_pre == 1.0 else X / x_pre, device, torch.float32)
+    Yt = to_torch(Y if y_pre == 1.0 else Y / y_pre, device, torch.float32)
     Lt = None if codes is None else torch.as_tensor(codes, device=device)
     if early:
         valid_idx = torch.as_tensor(order[:n_valid], device=device)
@@ -145,12 +149,12 @@ def prepare_fit_data(settings, X, Y, codes, rng, *, scales=None):
     if scales is not None:
         x_scale, y_scale = scales
     elif settings.rescale:
-        x_scale, y_scale = _rms_norm(train[0]), _rms_norm(train[1])
+        x_scale, y_scale = _rms_norm(train[0]) * x_pre, _rms_norm(train[1]) * y_pre
     else:
         x_scale = y_scale = 1.0
     # New tensors (never in place: on the CPU they may share memory with the input).
-    train = _scaled(train, x_scale, y_scale)
-    valid = None if valid is None else _scaled(valid, x_scale, y_scale)
+    train = _scaled(train, x_scale / x_pre, y_scale / y_pre)
+    valid = None if valid is None else _scaled(valid, x_scale / x_pre, y_scale / y_pre)
     return FitData(train, valid, float(x_scale), float(y_scale), device)
 
 
@@ -356,3 +360,24 @@ def _polar(W):
     """The nearest matrix with orthonormal rows/columns (float64 SVD)."""
     U, _, Vt = scipy.linalg.svd(W, full_matrices=False)
     return U @ Vt
+
+
+# Entries beyond these powers of two lose float32's range (overflow near 2**128, squares
+# near 2**64) or its precision (subnormals below 2**-126).
+_FLOAT32_SAFE = (2.0**-60, 2.0**60)
+
+
+def _float32_prescale(A, name, rescale):
+    """An exact power of two that brings ``A``'s largest entry near 1 when float32 would
+    overflow or underflow on it, else 1.0; refuses when ``rescale`` is off."""
+    if A.dtype == np.float32 or A.size == 0:
+        return 1.0  # float32 input is already representable; the kernels handle its scale
+    peak = float(np.abs(A).max())
+    if peak == 0 or _FLOAT32_SAFE[0] <= peak <= _FLOAT32_SAFE[1]:
+        return 1.0
+    if not rescale:
+        raise ValueError(
+            f"LambdaOrthAligner trains in float32, and {name} holds values of size "
+            f"{peak:.3g}, outside its safe range: pass rescale=True or rescale {name}."
+        )
+    return math.ldexp(1.0, math.frexp(peak)[1])

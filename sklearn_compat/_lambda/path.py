@@ -14,6 +14,7 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._core.backend import resolve_device
+from .._core.validation import refuse_bool_numbers
 
 # The estimator module does not import this one (no circle): the path is public through
 # sklearn_compat and sklearn_compat.lambda_orth_cv.
@@ -202,6 +203,7 @@ def lambda_orth_path(
         raise TypeError(f"estimator must be a LambdaOrthAligner, got {type(estimator).__name__}.")
     settings = clone(estimator)  # a RandomState instance is copied, not consumed
     settings._validate_params()
+    refuse_bool_numbers(settings)
     X, Y = settings._validate_pair(X, Y, reset=True)
     lams = check_lams(lams)
     codes = encode_fit_labels(labels, X.shape[0])
@@ -229,6 +231,8 @@ def lambda_orth_path(
 
 def check_lams(lams):
     """``lams`` as a float64 grid: non-empty, 1-d, distinct, in [0, inf]."""
+    if any(isinstance(v, bool | np.bool_) for v in np.asarray(lams, dtype=object).flat):
+        raise TypeError(f"lams must be numbers, not booleans: got {lams!r}.")
     try:
         grid = np.asarray(lams, dtype=np.float64)
     except (TypeError, ValueError):

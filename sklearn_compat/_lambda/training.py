@@ -19,6 +19,12 @@ from .losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 
 __all__ = ["TrainConfig", "Objective", "train_adapters", "small_problem_threads"]
 
+# A fit has diverged when its monitored loss rises this many times above the larger of its
+# starting loss and the squared error of the zero map (mean ||y||^2 weighted, 1 in unit-RMS
+# coordinates).  Normal fits stay well below: at lr=0.1 on a planted rotation the loss peaks
+# near 6x a start of 0.06, below the floor; a wrecked one (lr >= 1) jumps 100-1000x at once.
+DIVERGENCE_FACTOR = 10.0
+
 # Below this many multiply-adds per minibatch GEMM (batch x d_x x d_y) a CPU step is a few
 # hundred microseconds of work: extra threads cost more than they save, and on a loaded
 # machine every OpenMP barrier waits for a descheduled thread (measured 20-50x slower
@@ -162,8 +168,9 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
     Raises
     ------
     FloatingPointError
-        When an epoch's loss is not finite; the modules are left at their last finite
-        state.
+        When an epoch's loss is not finite, or rises ``DIVERGENCE_FACTOR`` times above
+        the larger of the starting loss and the zero map's squared error; the modules are
+        left at their starting state.
     """
     objective = Objective(config)
     modules = [backward] + ([forward] if config.bidirectional else [])
@@ -178,7 +185,8 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
         history["valid_loss"] = []
     best, best_epoch, stall = math.inf, None, 0
     last_good = _snapshot(modules)
-    best_state = last_good
+    start_state = best_state = last_good
+    limit = _divergence_limit(objective, backward, forward, train, valid, config)
     bar = tqdm(range(config.max_epochs), desc=desc, unit="epoch", disable=not config.verbose)
     epoch = 0
     for epoch in bar:
@@ -196,11 +204,18 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
             if valid is not None:
                 summary.append(_evaluate(objective, backward, forward, valid, config))
             summary = torch.cat(summary).cpu().numpy().astype(np.float64)  # one sync
-        if not np.all(np.isfinite(summary)):
-            for module, state in zip(modules, last_good, strict=True):
+        monitor = float(summary[-1] if valid is not None else summary[0])
+        if not np.all(np.isfinite(summary)) or monitor > limit:
+            for module, state in zip(modules, start_state, strict=True):
                 module.load_state_dict(state)
+            what = (
+                "the loss is not finite"
+                if not np.all(np.isfinite(summary))
+                else f"the loss rose to {monitor:.3g}, over {DIVERGENCE_FACTOR:g}x its "
+                "starting level"
+            )
             raise FloatingPointError(
-                f"Training diverged in epoch {epoch + 1}: the loss is not finite "
+                f"Training diverged in epoch {epoch + 1}: {what} "
                 f"(lr={config.lr:g}, lam={config.lam:g}). Lower lr, or check the inputs "
                 "for extreme values."
             )
@@ -209,9 +224,7 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
         for name, value in values.items():
             history[name].append(float(value))
         history["orthogonality_gap"].append(float(summary[len(objective.names)]))
-        monitor = values["loss"]
         if valid is not None:
-            monitor = float(summary[-1])
             history["valid_loss"].append(monitor)
         bar.set_postfix(
             loss=f"{values['loss']:.4g}", gap=f"{history['orthogonality_gap'][-1]:.3g}"
@@ -230,6 +243,23 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
         for module, state in zip(modules, best_state, strict=True):
             module.load_state_dict(state)
     return history, epoch + 1, best_epoch
+
+
+def _divergence_limit(objective, backward, forward, train, valid, config):
+    """The monitored loss above which the fit counts as diverged (see DIVERGENCE_FACTOR).
+
+    Measured once before training on the rows the fit monitors (held-out when there are
+    any): the objective at the start, and the zero map's weighted squared error as a floor,
+    so that a start that is already near-perfect does not make ordinary noise look like
+    divergence.
+    """
+    rows = valid if valid is not None else train
+    with torch.no_grad():
+        start = float(_evaluate(objective, backward, forward, rows, config))
+        zero_map = float(rows[1].double().pow(2).sum(dim=1).mean()) * config.alignment_weight
+    if not math.isfinite(start):
+        return math.inf  # the first epoch's own finiteness check reports it
+    return DIVERGENCE_FACTOR * max(start, zero_map, 1.0 if zero_map == 0 else 0.0)
 
 
 def _evaluate(objective, backward, forward, valid, config):

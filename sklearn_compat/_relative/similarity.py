@@ -21,6 +21,7 @@ import torch
 from sklearn.covariance import ledoit_wolf_shrinkage, oas
 
 from .._core.backend import to_torch
+from .._core.ranking import l2_normalize, safe_row_norms
 
 __all__ = [
     "SIMILARITIES",
@@ -109,8 +110,7 @@ def prepare_kernel(similarity, anchors, mean=None, L=None):
     A = np.asarray(anchors, dtype=np.float64)
     kernel = {"K": None, "bias": None, "center": None, "anchor_sq": None}
     if similarity == "cosine":
-        norms = np.linalg.norm(A, axis=1, keepdims=True)
-        kernel["K"] = (A / np.maximum(norms, np.finfo(np.float64).tiny)).T
+        kernel["K"] = l2_normalize(torch.from_numpy(A)).numpy().T
     elif similarity == "dot":
         kernel["K"] = A.T.copy()
     elif similarity == "euclidean":
@@ -145,8 +145,7 @@ def relative_block(Xb, similarity, kernel, out=None):
         return R.clamp_(min=0.0).sqrt_().neg_()
     R = torch.matmul(Xb, K, out=out)
     if similarity == "cosine":
-        norms = torch.linalg.vector_norm(Xb, dim=1, keepdim=True)
-        R.div_(torch.clamp(norms, min=torch.finfo(Xb.dtype).tiny))
+        R.div_(torch.clamp(safe_row_norms(Xb), min=torch.finfo(Xb.dtype).tiny))
     return R
 
 
@@ -196,8 +195,7 @@ def relative_blockwise(
         # On the CPU the result is computed in place in the output array itself.
         R = relative_block(Xb, similarity, tensors, out=host[start:stop] if on_host else None)
         if l2:
-            norms = torch.linalg.vector_norm(R, dim=1, keepdim=True)
-            R.div_(torch.clamp(norms, min=torch.finfo(R.dtype).tiny))
+            R.div_(torch.clamp(safe_row_norms(R), min=torch.finfo(R.dtype).tiny))
         if shift_t is not None:
             R.sub_(shift_t).div_(scale_t)
         if not on_host:
@@ -213,10 +211,7 @@ def torch_similarity(similarity, X, A, mean, L):
     if similarity == "wip":
         return ((X - mean) @ L) @ ((A - mean) @ L).T
     if similarity == "cosine":
-        tiny = torch.finfo(X.dtype).tiny
-        Xn = X / torch.clamp(torch.linalg.vector_norm(X, dim=1, keepdim=True), min=tiny)
-        An = A / torch.clamp(torch.linalg.vector_norm(A, dim=1, keepdim=True), min=tiny)
-        return Xn @ An.T
+        return l2_normalize(X) @ l2_normalize(A).T
     if similarity == "dot":
         return X @ A.T
     sq = (X * X).sum(1)[:, None] + (A * A).sum(1)[None, :] - 2.0 * X @ A.T

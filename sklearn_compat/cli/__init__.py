@@ -19,7 +19,8 @@ Subcommands::
 Tables are CSV, Parquet or .npy, chosen from the file name (see :mod:`sklearn_compat.io`).
 Exit status: 0 on success, 1 when the input, the model or an output is wrong (one line
 ``sklearn-compat: error: ...`` on stderr naming the file, row or column; no output file
-is left behind), 2 for a malformed command line, 130 when interrupted.  ``--debug``
+is left behind), 2 for a malformed command line, 130 when interrupted (Ctrl-C) and 143
+when terminated (SIGTERM), which is handled like Ctrl-C.  ``--debug``
 shows the full traceback instead.
 
 This module only runs a command and reports its errors: the options are declared in
@@ -27,14 +28,32 @@ This module only runs a command and reports its errors: the options are declared
 which call the public estimators, metrics and :mod:`sklearn_compat.io`.
 """
 
+import signal
 import sys
+import threading
 import traceback
 import warnings
+from contextlib import contextmanager
 
 from ..io._common import InputError
 from ._parser import PROG, build_parser
 
 __all__ = ["main", "build_parser"]
+
+
+def _check_device(args):
+    """Refuse ``--device cuda[:N]`` when torch cannot see that GPU (every command alike)."""
+    device = getattr(args, "device", None)
+    if device in (None, "auto", "cpu"):
+        return
+    from .._core.backend import resolve_device
+
+    try:
+        resolve_device(device)
+    except ValueError as exc:
+        raise ValueError(
+            f"--device {device}: {exc} Pass --device cpu, or auto to use a GPU when there is one."
+        ) from None
 
 
 def _error(message):
@@ -58,21 +77,30 @@ def main(argv=None):
     -------
     int
         0 on success, 1 on an error in the input, model or output, 2 on a malformed
-        command line (argparse exits with it), 130 when interrupted.
+        command line (argparse exits with it), 130 when interrupted, 143 when terminated
+        by SIGTERM (handled like an interrupt: temporary files removed, outputs intact).
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from . import _commands as _cli_commands
+    with _termination_as_interrupt():
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            # The commands import torch, scikit-learn and pandas: seconds, in which an
+            # interrupt gets the usual one line too.
+            from . import _commands as _cli_commands
+        except KeyboardInterrupt as exc:
+            return _interrupted(exc)
+        return _run(getattr(_cli_commands, f"run_{args.command}"), args)
 
-    command = getattr(_cli_commands, f"run_{args.command}")
+
+def _run(command, args):
     with warnings.catch_warnings():
         if not args.debug:
             warnings.showwarning = _show_warning
         try:
+            _check_device(args)
             return command(args) or 0
-        except KeyboardInterrupt:
-            _error("interrupted; no output was written")
-            return 130
+        except KeyboardInterrupt as exc:
+            return _interrupted(exc)
         except (InputError, ValueError, TypeError, OSError, MemoryError) as exc:
             if args.debug:
                 traceback.print_exc()
@@ -86,6 +114,46 @@ def main(argv=None):
                 f"{message} (unexpected {type(exc).__name__}; run with --debug for the traceback)"
             )
             return 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a job scheduler, ``timeout``, ``kill``) raised where the program runs.
+
+    A KeyboardInterrupt, so every clean-up that handles Ctrl-C (removing a temporary
+    output file, restoring the existing one) handles it too.
+    """
+
+
+def _raise_terminated(signum, frame):
+    # A second SIGTERM while the first one's clean-up runs must not cut it short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+@contextmanager
+def _termination_as_interrupt():
+    """Turn SIGTERM into :class:`Terminated` inside the block (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(exc):
+    """The one line and the exit status of an interrupted run: 130 (SIGINT), 143 (SIGTERM)."""
+    if "sklearn_compat.io._write" in sys.modules:  # else no output was started
+        from ..io._write import remove_pending_temporaries
+
+        remove_pending_temporaries()
+    if isinstance(exc, Terminated):
+        _error("terminated (SIGTERM); no output was written")
+        return 128 + signal.SIGTERM
+    _error("interrupted; no output was written")
+    return 130
 
 
 def _one_line(exc):

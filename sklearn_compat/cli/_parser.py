@@ -8,7 +8,7 @@ here and a ``run_<name>`` in :mod:`._commands`.
 
 import argparse
 
-from ..io._join import DUPLICATE_POLICIES
+from ..io._common import DUPLICATE_POLICIES
 from ._registry import METHODS, add_method_options, device_name, lam_value, positive_int
 
 __all__ = ["PROG", "build_parser"]
@@ -390,4 +390,17 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add_command in COMMANDS:
         add_command(sub, parents)
+    _document_device(sub)
     return parser
+
+
+# One behaviour for every command: a GPU that was asked for and is absent is an error, so a
+# batch job never runs (slowly) somewhere else than its command line says.
+_DEVICE_NOTE = "; a CUDA device torch cannot see is an error (exit status 1)"
+
+
+def _document_device(subparsers):
+    for command in subparsers.choices.values():
+        for action in command._actions:
+            if action.dest == "device" and _DEVICE_NOTE not in (action.help or ""):
+                action.help = (action.help or "where to compute") + _DEVICE_NOTE

@@ -32,13 +32,23 @@ Examples
 ('list', ['a', 'b', 'c'], dtype('float32'))
 """
 
-from ._common import FORMATS, ColumnSpec, InputError, table_format
-from ._export import EXPORT_FORMATS, aligned_faiss_index, export_map, linear_form
-from ._fingerprint import model_fingerprint
-from ._join import DUPLICATE_POLICIES, JoinReport, join_on_ids
-from ._model_files import load_model, model_format, save_model
-from ._read import Batch, TableReader, open_table, read_table
-from ._write import AtomicOutput, OutputLayout, TableWriter, write_table
+from .._lazy import lazy_exports
+from ._common import DUPLICATE_POLICIES, FORMATS, ColumnSpec, InputError, table_format
+
+# The rest on first use: pandas and scikit-learn are not needed to parse a command line.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(["JoinReport", "join_on_ids"], "._join"),
+        **dict.fromkeys(["load_model", "model_format", "save_model"], "._model_files"),
+        **dict.fromkeys(["Batch", "TableReader", "open_table", "read_table"], "._read"),
+        **dict.fromkeys(["AtomicOutput", "OutputLayout", "TableWriter", "write_table"], "._write"),
+        **dict.fromkeys(
+            ["EXPORT_FORMATS", "aligned_faiss_index", "export_map", "linear_form"], "._export"
+        ),
+        "model_fingerprint": "._fingerprint",
+    },
+)
 
 __all__ = [
     "AtomicOutput",

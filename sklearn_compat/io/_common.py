@@ -13,7 +13,12 @@ __all__ = [
     "is_pattern",
     "FORMATS",
     "COMPRESSIONS",
+    "DUPLICATE_POLICIES",
 ]
+
+# What to do with an id that appears on several rows of one table (here, not in _join,
+# so that the command line's parser can name the choices without importing pandas).
+DUPLICATE_POLICIES = ("error", "first", "last", "drop")
 
 # File name endings and the format each one means.  The format always comes from the name,
 # so a mistyped suffix is an error rather than a guess.  A directory is a Parquet dataset

@@ -5,12 +5,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ._common import InputError
+from ._common import DUPLICATE_POLICIES, InputError
 
 __all__ = ["JoinReport", "join_on_ids", "DUPLICATE_POLICIES"]
-
-# What to do with an id that appears on several rows of one table.
-DUPLICATE_POLICIES = ("error", "first", "last", "drop")
 
 
 @dataclass
@@ -41,6 +38,7 @@ class JoinReport:
     dropped_rows_target: int
     duplicates: str
     by: str
+    numeric_matches: int = 0
 
     def summary(self):
         """One line for a log."""
@@ -54,6 +52,8 @@ class JoinReport:
         dropped = self.dropped_rows_source + self.dropped_rows_target
         if dropped:
             text += f" ({dropped} rows dropped, duplicates={self.duplicates})"
+        if self.numeric_matches:
+            text += f"; {_numeric_hint(self.numeric_matches)}"
         return text
 
     def as_dict(self):
@@ -152,10 +152,13 @@ def join_on_ids(source, target, *, duplicates="error"):
     found = position >= 0
     matched = int(found.sum())
     by = repr(src_reader.id_column or tgt_reader.id_column or "row number")
+    numeric = _numeric_matches(s_kept[~found], np.delete(t_kept, position[found]))
     if matched == 0:
+        hint = f"; {_numeric_hint(numeric)}" if numeric else ""
         raise InputError(
             f"no ids in common between {src_reader.path} (ids like "
             f"{_examples(s_kept)}) and {tgt_reader.path} (ids like {_examples(t_kept)})"
+            f"{hint}"
         )
     source_rows = s_keep[found]
     target_rows = t_keep[position[found]]
@@ -171,8 +174,28 @@ def join_on_ids(source, target, *, duplicates="error"):
         dropped_rows_target=n_t - len(t_keep),
         duplicates=duplicates,
         by=by,
+        numeric_matches=numeric,
     )
     return source_rows, target_rows, report
+
+
+def _numeric_matches(unmatched_source, unmatched_target):
+    """How many unmatched source ids equal an unmatched target id when both are read as
+    numbers ('007' and 7, '7.0' and '7'): ids are compared by their text, so these pairs
+    silently miss each other."""
+    if len(unmatched_source) == 0 or len(unmatched_target) == 0:
+        return 0
+    source = pd.to_numeric(pd.Series(unmatched_source, dtype=object), errors="coerce")
+    target = pd.to_numeric(pd.Series(unmatched_target, dtype=object), errors="coerce")
+    target = set(target.dropna().tolist())
+    return int(source.dropna().isin(target).sum()) if target else 0
+
+
+def _numeric_hint(n):
+    return (
+        f"{n} more ids would match if read as numbers (e.g. '007' and 7): ids are compared "
+        "as written, so make both id columns the same form"
+    )
 
 
 def _examples(ids):

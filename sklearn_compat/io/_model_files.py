@@ -180,6 +180,15 @@ def load_model(path, *, trust=False):
     if zipfile.is_zipfile(p):
         model = _load_skops(p, trust)
     else:
+        kind = _sniff(p)
+        if kind != "pickle":
+            what = (
+                "it starts like a skops archive but is cut short or corrupted (an "
+                "interrupted copy or download?)"
+                if kind == "zip"
+                else "it is neither a skops archive nor a joblib/pickle file"
+            )
+            raise InputError(f"is damaged or not a model file: {what}", path=where)
         if not trust:
             raise InputError(
                 "is not a skops file; if it is a joblib/pickle file, loading it can run "
@@ -221,4 +230,25 @@ def _load_skops(p, trust):
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - corrupt archives fail in many ways
-        raise InputError(f"cannot read model: {type(exc).__name__}: {exc}", path=where) from None
+        raise InputError(
+            f"is damaged or not a model file: cannot read it as a skops model "
+            f"({type(exc).__name__}: {exc})",
+            path=where,
+        ) from None
+
+
+# First bytes of a zip archive (skops), and of what joblib writes: a pickle (protocol 2+
+# starts with 0x80) or one compressed by zlib, gzip, bz2, xz or lz4.
+_ZIP_MAGIC = b"PK\x03\x04"
+_PICKLE_MAGICS = (b"\x80", b"\x78", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x04\x22\x4d\x18")
+
+
+def _sniff(p):
+    """'zip', 'pickle' or 'other', from the first bytes of the file."""
+    with open(p, "rb") as f:
+        head = f.read(8)
+    if head.startswith(_ZIP_MAGIC):
+        return "zip"
+    if head.startswith(_PICKLE_MAGICS):
+        return "pickle"
+    return "other"

@@ -8,9 +8,13 @@ refused unless ``force=True``.
 """
 
 import csv
+import glob
 import io
 import os
+import signal
 import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,13 +73,20 @@ class AtomicOutput:
         parent = self.path.parent
         if not parent.is_dir():
             raise InputError(f"directory {str(parent)!r} does not exist", path=where)
-        try:
-            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{self.path.name}.", suffix=".part")
-        except OSError as exc:
-            raise InputError(f"cannot write: {exc.strerror}", path=where) from None
-        os.close(fd)
-        self.tmp = Path(tmp)
-        self._done = False
+        # Created and registered with interrupts held back, so that a Ctrl-C or SIGTERM
+        # cannot leave a file that nobody knows to remove (see remove_pending_temporaries).
+        with _signals_deferred():
+            try:
+                # The process id in the name tells a later run which leftovers are stale.
+                fd, tmp = tempfile.mkstemp(
+                    dir=parent, prefix=f"{_temp_prefix(self.path)}{os.getpid()}.", suffix=".part"
+                )
+            except OSError as exc:
+                raise InputError(f"cannot write: {exc.strerror}", path=where) from None
+            os.close(fd)
+            self.tmp = Path(tmp)
+            self._done = False
+            _PENDING.add(self.tmp)
 
     def commit(self):
         """Move the finished temporary file to the destination."""
@@ -94,6 +105,8 @@ class AtomicOutput:
         os.chmod(self.tmp, 0o666 & ~umask)
         os.replace(self.tmp, self.path)
         self._done = True
+        _PENDING.discard(self.tmp)
+        remove_stale_temporaries(self.path)
 
     def abort(self):
         """Remove the temporary file; the destination is left as it was."""
@@ -104,6 +117,7 @@ class AtomicOutput:
             self.tmp.unlink()
         except FileNotFoundError:
             pass
+        _PENDING.discard(self.tmp)
 
     def __enter__(self):
         return self
@@ -114,6 +128,76 @@ class AtomicOutput:
         else:
             self.abort()
         return False
+
+
+# Temporary files of this process not yet committed or aborted.
+_PENDING = set()
+
+
+def remove_pending_temporaries():
+    """Remove every temporary file of this process that was neither committed nor aborted.
+
+    For an interrupt that arrives where no ``abort`` runs (e.g. while a writer is still
+    being constructed); the command line calls it when Ctrl-C or SIGTERM stops a command.
+    """
+    for tmp in list(_PENDING):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        _PENDING.discard(tmp)
+
+
+@contextmanager
+def _signals_deferred():
+    """Hold SIGINT and SIGTERM back inside the block (main thread, POSIX); they are
+    delivered, and their handlers run, when it ends."""
+    can_block = hasattr(signal, "pthread_sigmask")
+    if not can_block or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _temp_prefix(path):
+    return f".{path.name}."
+
+
+def remove_stale_temporaries(path):
+    """Delete temporary files of ``path`` left by runs that were killed (SIGKILL, a crash).
+
+    Only ``.NAME.PID.*.part`` files whose process no longer runs on this machine are
+    removed; another live run's file is left alone.  Returns the paths removed.
+    """
+    path = Path(path)
+    prefix = _temp_prefix(path)
+    removed = []
+    for candidate in path.parent.glob(f"{glob.escape(prefix)}*.part"):
+        pid = candidate.name[len(prefix) :].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _is_running(int(pid)):
+            continue
+        try:
+            candidate.unlink()
+            removed.append(candidate)
+        except OSError:
+            pass  # gone already, or not ours to delete: leave it
+    return removed
+
+
+def _is_running(pid):
+    if os.name == "nt":
+        return True  # os.kill would terminate it there: never guess
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
 
 
 @dataclass
