@@ -1047,11 +1047,13 @@ class _NpyReader(TableReader):
             for start in range(0, n, batch_size):
                 count = min(batch_size, n - start)
                 f.seek(self._offset + start * itemsize)
-                raw = np.fromfile(
-                    f,
-                    dtype=self._file_dtype,
-                    count=count * (self.width if self.form == "array" else 1),
+                # readinto, not np.fromfile: an interrupt inside np.fromfile on a file
+                # object surfaces as a TypeError instead of KeyboardInterrupt.
+                raw = np.empty(
+                    count * (self.width if self.form == "array" else 1), dtype=self._file_dtype
                 )
+                n_bytes = f.readinto(memoryview(raw).cast("B"))
+                raw = raw[: n_bytes // self._file_dtype.itemsize]
                 if self.form == "array":
                     got = raw.size // max(1, self.width)
                     raw = raw[: got * self.width].reshape(got, self.width)
