@@ -59,34 +59,38 @@ def top1_search(search, queries):
     return float(np.mean(idx == np.arange(len(queries))))
 
 
-def measure(X, Y, train, seeds):
+def measure(X, Y, train, seeds, device="auto"):
     Xtr, Ytr, Xte, Yte = X[train], Y[train], X[~train], Y[~train]
     row = {"aniso_x": anisotropy(X), "aniso_y": anisotropy(Y)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnisotropyWarning)  # the old defaults warn
-        plain = OrthogonalProcrustesAligner(center=False).fit(Xtr, Ytr)
+        plain = OrthogonalProcrustesAligner(center=False, device=device).fit(Xtr, Ytr)
         rel_old = []
         for seed in seeds:
-            old = RelativeAnchorEncoder(n_anchors=128, center=False, random_state=seed)
+            old = RelativeAnchorEncoder(
+                n_anchors=128, center=False, random_state=seed, device=device
+            )
             old.fit(Ytr)
             rel_old.append(
                 paired_topk_accuracy(old.rebase(Xtr).transform(Xte), old.transform(Yte))
             )
-    centred = OrthogonalProcrustesAligner().fit(Xtr, Ytr)
+    centred = OrthogonalProcrustesAligner(device=device).fit(Xtr, Ytr)
     row["procrustes"] = (plain.score(Xte, Yte), centred.score(Xte, Yte))
     rel_new, rel_std = [], []
     for seed in seeds:
         for store, normalize in ((rel_new, None), (rel_std, "standard")):
-            new = RelativeAnchorEncoder(normalize=normalize, random_state=seed).fit(Ytr)
+            new = RelativeAnchorEncoder(
+                normalize=normalize, random_state=seed, device=device
+            ).fit(Ytr)
             store.append(
                 paired_topk_accuracy(new.rebase(Xtr).transform(Xte), new.transform(Yte))
             )
     row["relative"] = (rel_old, rel_new, rel_std, new.n_anchors_)
     row["search"] = (
-        top1_search(AlignedNeighbors(plain, gallery="raw").fit(Yte), Xte),
-        top1_search(AlignedNeighbors(centred, gallery="raw").fit(Yte), Xte),
-        top1_search(AlignedNeighbors(centred).fit(Yte), Xte),
-        top1_search(AlignedNeighbors(centred, csls_k=10).fit(Yte), Xte),
+        top1_search(AlignedNeighbors(plain, gallery="raw", device=device).fit(Yte), Xte),
+        top1_search(AlignedNeighbors(centred, gallery="raw", device=device).fit(Yte), Xte),
+        top1_search(AlignedNeighbors(centred, device=device).fit(Yte), Xte),
+        top1_search(AlignedNeighbors(centred, csls_k=10, device=device).fit(Yte), Xte),
     )
     return row
 
@@ -99,13 +103,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", default=ROOT / "benchmarks" / "pairs" / "cache")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--device", default="auto", help="'auto', 'cpu', 'cuda' or 'cuda:N'")
     args = parser.parse_args()
     pairs = load_pairs(args.pairs)
     if not pairs:
         raise SystemExit(f"no pairs found ({MNIST} and {args.pairs} hold none)")
     for label, (X, Y, train) in pairs.items():
         start = time.perf_counter()
-        r = measure(X, Y, train, args.seeds)
+        r = measure(X, Y, train, args.seeds, args.device)
         ax, ay = r["aniso_x"], r["aniso_y"]
         p_old, p_new = r["procrustes"]
         rel_old, rel_new, rel_std, m = r["relative"]
