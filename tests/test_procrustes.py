@@ -45,11 +45,56 @@ def test_recovers_scaled_rotated_shifted_map_with_center_and_scale(rng):
 
 def test_uncentred_map_has_no_offset_and_unit_scale(rng):
     X, Q = _planted(rng)
-    aligner = OrthogonalProcrustesAligner(center=False).fit(X, X @ Q + 1.0)
+    aligner = OrthogonalProcrustesAligner(center=False, scale=False).fit(X, X @ Q + 1.0)
     assert aligner.scale_ == 1.0
     np.testing.assert_array_equal(aligner.mean_x_, np.zeros(6))
     np.testing.assert_array_equal(aligner.mean_y_, np.zeros(6))
     np.testing.assert_allclose(aligner.transform(X), X @ aligner.W_, atol=1e-12)
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_spread_scale_matches_the_two_spreads(rng, center):
+    X = rng.normal(size=(120, 5)) * 0.2 + 3.0
+    Y = rng.normal(size=(120, 7)) * 4.0 - 1.0
+    aligner = OrthogonalProcrustesAligner(center=center).fit(X, Y)
+    Xc = X - X.mean(axis=0) if center else X
+    Yc = Y - Y.mean(axis=0) if center else Y
+    assert aligner.scale == "spread"
+    assert aligner.scale_ == pytest.approx(np.linalg.norm(Yc) / np.linalg.norm(Xc), rel=1e-12)
+    # The mapped rows spread around Y's mean exactly as much as Y's rows do (W keeps
+    # norms when d_x <= d_y).
+    Z = aligner.transform(X)
+    spread = np.linalg.norm(Z - Z.mean(axis=0)) if center else np.linalg.norm(Z)
+    assert spread == pytest.approx(np.linalg.norm(Yc), rel=1e-10)
+
+
+def test_spread_scale_recovers_a_planted_similarity_map(rng):
+    X, Q = _planted(rng)
+    X = X + 4.0
+    Y = 0.25 * X @ Q + 7.0
+    aligner = OrthogonalProcrustesAligner().fit(X, Y)
+    np.testing.assert_allclose(aligner.W_, Q, atol=1e-10)
+    assert aligner.scale_ == pytest.approx(0.25, rel=1e-12)
+    np.testing.assert_allclose(aligner.transform(X), Y, atol=1e-10)
+
+
+def test_spread_scale_keeps_a_narrow_space_off_the_target_mean(rng):
+    # A centred map of a narrow (anisotropic) space into a wide one: with s = 1 every
+    # mapped row lands near Y's mean and cosine retrieval collapses; matching the
+    # spreads keeps the mean's weight as in Y.
+    from sklearn_compat.metrics import paired_topk_accuracy
+
+    n, d = 600, 16
+    Q = ortho_group.rvs(d, random_state=3)
+    latent = rng.normal(size=(n, d))
+    Y = latent + 6.0 * np.ones(d) / np.sqrt(d) * 3
+    X = 0.05 * (latent @ Q.T + 0.3 * rng.normal(size=(n, d))) + 1.0
+    unit = OrthogonalProcrustesAligner(scale=False).fit(X[:400], Y[:400])
+    spread = OrthogonalProcrustesAligner().fit(X[:400], Y[:400])
+    top1_unit = paired_topk_accuracy(unit.transform(X[400:]), Y[400:])
+    top1_spread = paired_topk_accuracy(spread.transform(X[400:]), Y[400:])
+    assert top1_unit < 0.2
+    assert top1_spread > 0.6
 
 
 def test_scale_without_center_is_least_squares_optimal(rng):
@@ -159,12 +204,13 @@ def test_procrustes_from_cross_signs_and_orthogonality(rng):
 
 # --------------------------------------------------------------------- weights
 @pytest.mark.parametrize("center", [False, True])
-def test_integer_weights_equal_repeated_rows(rng, center):
+@pytest.mark.parametrize("scale", [True, "spread"])
+def test_integer_weights_equal_repeated_rows(rng, center, scale):
     X = rng.normal(size=(40, 5)) + 2
     Y = rng.normal(size=(40, 6)) - 1
     w = rng.integers(0, 4, size=40)
-    weighted = OrthogonalProcrustesAligner(center=center, scale=True).fit(X, Y, w)
-    repeated = OrthogonalProcrustesAligner(center=center, scale=True).fit(
+    weighted = OrthogonalProcrustesAligner(center=center, scale=scale).fit(X, Y, w)
+    repeated = OrthogonalProcrustesAligner(center=center, scale=scale).fit(
         np.repeat(X, w, axis=0), np.repeat(Y, w, axis=0)
     )
     for attr in ("W_", "mean_x_", "mean_y_", "singular_values_"):
@@ -199,12 +245,13 @@ def test_negative_weights_raise(rng):
 # --------------------------------------------------------------------- partial_fit
 @pytest.mark.parametrize("center", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_partial_fit_equals_fit_on_concatenation(rng, center, weighted):
+@pytest.mark.parametrize("scale", [True, "spread"])
+def test_partial_fit_equals_fit_on_concatenation(rng, center, weighted, scale):
     X = rng.normal(size=(90, 5)) * 3 + 10
-    Y = X @ ortho_group.rvs(5, random_state=1) + rng.normal(size=(90, 5))
+    Y = X @ ortho_group.rvs(5, random_state=1) + rng.normal(size=(90, 5)) - 4
     w = rng.uniform(0.5, 2.0, size=90) if weighted else None
-    full = OrthogonalProcrustesAligner(center=center, scale=True).fit(X, Y, w)
-    streamed = OrthogonalProcrustesAligner(center=center, scale=True)
+    full = OrthogonalProcrustesAligner(center=center, scale=scale).fit(X, Y, w)
+    streamed = OrthogonalProcrustesAligner(center=center, scale=scale)
     for rows in np.array_split(np.arange(90), [7, 40, 41]):
         streamed.partial_fit(X[rows], Y[rows], None if w is None else w[rows])
     for attr in ("W_", "mean_x_", "mean_y_", "singular_values_"):
@@ -229,11 +276,12 @@ def test_center_change_between_partial_fits_raises(rng):
         aligner.partial_fit(X, X)
 
 
-def test_scale_switched_on_between_partial_fits_raises(rng):
+@pytest.mark.parametrize("scale", [True, "spread"])
+def test_scale_switched_on_between_partial_fits_raises(rng, scale):
     X = rng.normal(size=(20, 3))
-    aligner = OrthogonalProcrustesAligner().partial_fit(X, X)
-    aligner.set_params(scale=True)
-    with pytest.raises(ValueError, match="scale=True needs"):
+    aligner = OrthogonalProcrustesAligner(scale=False).partial_fit(X, X)
+    aligner.set_params(scale=scale)
+    with pytest.raises(ValueError, match=f"scale={scale!r} needs sums of squares"):
         aligner.partial_fit(X, X)
 
 

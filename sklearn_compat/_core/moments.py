@@ -49,6 +49,9 @@ class PairMoments:
     sq_x : float
         ``sum_i w_i ||x_i - m_x||^2`` when ``centered`` else ``sum_i w_i ||x_i||^2`` (NaN
         when it was not requested).
+    sq_y : float
+        The same sum of squares for Y (NaN when it was not requested, and in the state of
+        models saved before it existed).
     gram_x : ndarray of shape (d_x, d_x) or None
         ``sum_i w_i (x_i - m_x)(x_i - m_x)^T`` (or the raw version); only when requested.
     centered : bool
@@ -62,6 +65,7 @@ class PairMoments:
     sq_x: float
     gram_x: np.ndarray | None
     centered: bool
+    sq_y: float = float("nan")
 
     def merge(self, other):
         """Statistics of the union of both row sets (exact, order independent)."""
@@ -83,12 +87,14 @@ class PairMoments:
         delta_y = other.mean_y - self.mean_y
         cross = self.cross + other.cross
         sq_x = self.sq_x + other.sq_x
+        sq_y = self.sq_y + other.sq_y
         gram_x = None if self.gram_x is None else self.gram_x + other.gram_x
         if self.centered:
             # Chan et al.: the co-moment of the union gains the spread between the means.
             factor = self.weight * share
             cross = cross + factor * np.outer(delta_x, delta_y)
             sq_x = sq_x + factor * float(delta_x @ delta_x)
+            sq_y = sq_y + factor * float(delta_y @ delta_y)
             if gram_x is not None:
                 gram_x = gram_x + factor * np.outer(delta_x, delta_x)
         return PairMoments(
@@ -99,6 +105,7 @@ class PairMoments:
             sq_x=sq_x,
             gram_x=gram_x,
             centered=self.centered,
+            sq_y=sq_y,
         )
 
     def is_finite(self):
@@ -106,7 +113,9 @@ class PairMoments:
         parts = [self.cross] if self.gram_x is None else [self.cross, self.gram_x]
         if self.centered:
             parts += [self.mean_x, self.mean_y]
-        return all(np.isfinite(part).all() for part in parts) and not np.isinf(self.sq_x)
+        return all(np.isfinite(part).all() for part in parts) and not (
+            np.isinf(self.sq_x) or np.isinf(self.sq_y)
+        )
 
 
 def _shift(X, w):
@@ -136,6 +145,7 @@ def compute_moments(
     device,
     need_means=True,
     need_sq_x=True,
+    need_sq_y=True,
 ):
     """Moments of validated numpy arrays ``X`` (n, d_x) and ``Y`` (n, d_y) on ``device``.
 
@@ -159,8 +169,8 @@ def compute_moments(
     need_means : bool, default=True
         Compute the means of uncentred statistics (centred ones always have them).
         Skipping them saves a pass over the data; they are NaN then.
-    need_sq_x : bool, default=True
-        Compute ``sq_x`` (NaN otherwise).
+    need_sq_x, need_sq_y : bool, default=True
+        Compute ``sq_x`` / ``sq_y`` (NaN otherwise).
 
     Returns
     -------
@@ -177,6 +187,7 @@ def compute_moments(
     sum_x = torch.zeros(d_x, **f64)
     sum_y = torch.zeros(d_y, **f64)
     sq_x = torch.zeros((), **f64)
+    sq_y = torch.zeros((), **f64)
     shift_x = shift_y = buffer_x = buffer_y = None
     with no_tf32():
         for start in range(0, n, _CHUNK_ROWS):
@@ -196,6 +207,10 @@ def compute_moments(
                     buffer_y = torch.empty((rows, d_y), dtype=dtype, device=device)
                 Xc = torch.sub(Xc, shift_x, out=buffer_x[: stop - start])
                 Yc = torch.sub(Yc, shift_y, out=buffer_y[: stop - start])
+            if need_sq_y:
+                # Before the weighting below, which may scale the shifted Y rows in place.
+                row_sq_y = torch.linalg.vector_norm(Yc, dim=1).double().square()
+                sq_y += row_sq_y.sum() if wc is None else row_sq_y @ wc.double()
             if wc is None:
                 weight += stop - start
                 Yw = Yc
@@ -234,6 +249,7 @@ def compute_moments(
         # (small) offset exactly, then express the means in the original coordinates.
         cross -= weight * torch.outer(mean_x, mean_y)
         sq_x -= weight * (mean_x @ mean_x)
+        sq_y -= weight * (mean_y @ mean_y)
         if need_gram:
             gram -= weight * torch.outer(mean_x, mean_x)
         mean_x = mean_x + shift_x.double() if shift_x is not None else mean_x
@@ -244,6 +260,7 @@ def compute_moments(
         mean_y=mean_y.cpu().numpy(),
         cross=cross.cpu().numpy(),
         sq_x=float(sq_x) if need_sq_x else nan,
+        sq_y=float(sq_y) if need_sq_y else nan,
         gram_x=None if gram is None else gram.cpu().numpy(),
         centered=centered,
     )
