@@ -15,15 +15,28 @@ def tables(tmp_path, rng):
     n, d = 80, 6
     S = rng.normal(size=(n, d))
     X = (S + 3.0).astype(np.float32)  # new model, one strong common direction
-    Y = (S @ ortho_group.rvs(d, random_state=0) + 0.4 * rng.normal(size=(n, d)) + 1.0)
+    Y = S @ ortho_group.rvs(d, random_state=0) + 0.4 * rng.normal(size=(n, d)) + 1.0
     Y = Y.astype(np.float32)
     ids = np.array([f"doc{i:02d}" for i in range(n)])
     paths = {name: tmp_path / f"{name}.parquet" for name in ("new", "old")}
     write_table(paths["new"], ids, X, OutputLayout("columns", d, "id", id_dtype=ids.dtype))
     write_table(paths["old"], ids, Y, OutputLayout("list", d, "id", id_dtype=ids.dtype))
     model = tmp_path / "model.skops"
-    code = main(["fit", "--method", "procrustes", "--source", str(paths["new"]), "--target",
-                 str(paths["old"]), "--id-column", "id", "--model", str(model)])
+    code = main(
+        [
+            "fit",
+            "--method",
+            "procrustes",
+            "--source",
+            str(paths["new"]),
+            "--target",
+            str(paths["old"]),
+            "--id-column",
+            "id",
+            "--model",
+            str(model),
+        ]
+    )
     assert code == 0
     return paths, model, ids, X, Y
 
@@ -32,8 +45,22 @@ def tables(tmp_path, rng):
 def test_search_writes_the_api_neighbours(tmp_path, capsys, tables, extra):
     paths, model, ids, X, Y = tables
     out = tmp_path / "hits.csv"
-    args = ["search", "--model", model, "--gallery", paths["old"], "--queries", paths["new"],
-            "--id-column", "id", "-k", "3", "--output", out, *extra]
+    args = [
+        "search",
+        "--model",
+        model,
+        "--gallery",
+        paths["old"],
+        "--queries",
+        paths["new"],
+        "--id-column",
+        "id",
+        "-k",
+        "3",
+        "--output",
+        out,
+        *extra,
+    ]
     assert main([str(a) for a in args]) == 0
     hits = pd.read_csv(out)
     assert list(hits.columns) == ["query_id", "rank", "gallery_id", "score"]
@@ -56,10 +83,10 @@ def test_search_writes_the_api_neighbours(tmp_path, capsys, tables, extra):
 
 def test_search_errors_are_one_line(tmp_path, capsys, tables):
     paths, model, *_ = tables
-    base = ["search", "--model", str(model), "--queries", str(paths["new"]),
-            "--id-column", "id"]
-    code = main([*base, "--gallery", str(paths["old"]), "-k", "500",
-                 "--output", str(tmp_path / "a.csv")])
+    base = ["search", "--model", str(model), "--queries", str(paths["new"]), "--id-column", "id"]
+    code = main(
+        [*base, "--gallery", str(paths["old"]), "-k", "500", "--output", str(tmp_path / "a.csv")]
+    )
     err = capsys.readouterr().err
     assert code == 1 and "n_neighbors = 500" in err and not (tmp_path / "a.csv").exists()
     code = main([*base, "--gallery", str(paths["old"]), "--output", str(tmp_path / "a.txt")])
@@ -74,9 +101,25 @@ def test_search_errors_are_one_line(tmp_path, capsys, tables):
 def test_fit_no_center_gives_the_uncentred_map(tmp_path, tables):
     paths, _, _, X, Y = tables
     model = tmp_path / "plain.skops"
-    assert main(["fit", "--method", "procrustes", "--source", str(paths["new"]), "--target",
-                 str(paths["old"]), "--id-column", "id", "--model", str(model),
-                 "--no-center"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--method",
+                "procrustes",
+                "--source",
+                str(paths["new"]),
+                "--target",
+                str(paths["old"]),
+                "--id-column",
+                "id",
+                "--model",
+                str(model),
+                "--no-center",
+            ]
+        )
+        == 0
+    )
     loaded = load_model(model)
     assert loaded.center is False
     np.testing.assert_array_equal(loaded.mean_y_, np.zeros(Y.shape[1]))

@@ -175,7 +175,8 @@ def test_real_features_query_path(mnist_features):
     top1 = {}
     for form in ("centered", "raw"):
         search = AlignedNeighbors(aligner, n_neighbors=1, gallery=form).fit(Y[test])
-        top1[form] = np.mean(search.kneighbors(X[test], return_distance=False)[:, 0]
-                             == np.arange(len(test)))
+        top1[form] = np.mean(
+            search.kneighbors(X[test], return_distance=False)[:, 0] == np.arange(len(test))
+        )
     assert top1["centered"] >= 0.735  # 0.740 measured
     assert top1["raw"] < top1["centered"]  # 0.733 measured

@@ -146,9 +146,7 @@ def test_grid_search_multi_metric_scorer_with_refit(offset_pair):
 def test_cross_validate_with_multi_scorer(offset_pair):
     X, Y = offset_pair
     scoring = make_multi_retrieval_scorer(["top1", "neighbourhood_preservation"])
-    plain = cross_validate(
-        OrthogonalProcrustesAligner(center=False), X, Y, scoring=scoring, cv=3
-    )
+    plain = cross_validate(OrthogonalProcrustesAligner(center=False), X, Y, scoring=scoring, cv=3)
     centred = cross_validate(OrthogonalProcrustesAligner(), X, Y, scoring=scoring, cv=3)
     assert plain["test_top1"].shape == (3,)
     # Without centring the map is a rotation: cosine neighbourhoods are kept exactly.

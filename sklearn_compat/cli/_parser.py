@@ -316,9 +316,7 @@ def _add_search(sub, parents):
         metavar="K",
         help="gallery items per query (default 10)",
     )
-    se.add_argument(
-        "--output", required=True, help="results table (.csv, .parquet or .json)"
-    )
+    se.add_argument("--output", required=True, help="results table (.csv, .parquet or .json)")
     se.add_argument(
         "--gallery-form",
         choices=("centered", "raw"),

@@ -86,8 +86,7 @@ def anisotropy(X, *, n_samples=100_000, random_state=None, device="auto"):
     (True, True)
     """
     if n_samples is not None and (
-        not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool)
-        or n_samples < 2
+        not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool) or n_samples < 2
     ):
         raise ValueError(f"n_samples must be an integer >= 2 or None, got {n_samples!r}.")
     X = check_embeddings(X, "X", ensure_min_samples=2)

@@ -1,7 +1,6 @@
 """Retrieval metrics: paired top-k (cosine or CSLS), mean cosine, CMC top-k, mAP, and
 neighbourhood preservation.  Public through :mod:`sklearn_compat.metrics`."""
 
-
 import numpy as np
 import torch
 
