@@ -128,7 +128,10 @@ def test_default_relative_vectors_stay_comparable_across_spaces(rng):
     paired = paired_topk_accuracy(enc_new.transform(X[500:]), enc_old.transform(Y[500:]))
     assert paired > 0.95
     with pytest.warns(AnisotropyWarning):
-        old = RelativeAnchorEncoder(n_anchors=128, center=False, random_state=0).fit(Y[:500])
+        # 0.1.0's defaults: uncentred, 128 anchors, raw similarities.
+        old = RelativeAnchorEncoder(
+            n_anchors=128, center=False, normalize=None, random_state=0
+        ).fit(Y[:500])
     with pytest.warns(AnisotropyWarning):
         new = old.rebase(X[:500])
     # 0.01 measured: uncentred cosines to anchors are all about 1 in the new space.

@@ -281,7 +281,7 @@ def _brute_force(similarity, X, A, mean=None, L=None):
 def test_similarities_match_brute_force(rng, similarity, center):
     X = _data(rng, n=40)
     enc = RelativeAnchorEncoder(
-        n_anchors=9, similarity=similarity, center=center, random_state=0
+        n_anchors=9, similarity=similarity, center=center, normalize=None, random_state=0
     ).fit(X)
     Xt = _data(rng, n=15)
     kw = {}
