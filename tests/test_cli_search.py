@@ -41,7 +41,9 @@ def tables(tmp_path, rng):
     return paths, model, ids, X, Y
 
 
-@pytest.mark.parametrize("extra", [[], ["--gallery-form", "raw"], ["--csls", "5"]])
+@pytest.mark.parametrize(
+    "extra", [[], ["--gallery-form", "raw"], ["--csls", "5"], ["--no-csls"]]
+)
 def test_search_writes_the_api_neighbours(tmp_path, capsys, tables, extra):
     paths, model, ids, X, Y = tables
     out = tmp_path / "hits.csv"
@@ -66,7 +68,7 @@ def test_search_writes_the_api_neighbours(tmp_path, capsys, tables, extra):
     assert list(hits.columns) == ["query_id", "rank", "gallery_id", "score"]
     assert len(hits) == 3 * len(ids)
     form = "raw" if "raw" in extra else "centered"
-    csls = 5 if "--csls" in extra else None
+    csls = 5 if "--csls" in extra else None if "--no-csls" in extra else 10
     aligner = load_model(model)
     search = AlignedNeighbors(aligner, n_neighbors=3, gallery=form, csls_k=csls).fit(Y)
     dist, idx = search.kneighbors(pd.DataFrame(X, columns=aligner.feature_names_in_))

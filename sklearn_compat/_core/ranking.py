@@ -27,6 +27,7 @@ __all__ = [
     "count_true",
     "first_positive_ranks",
     "knn_mean_similarity",
+    "knn_mean_similarity_excluding_self",
     "l2_normalize",
     "label_rank_stats",
     "mask_self",
@@ -133,6 +134,27 @@ def knn_mean_similarity(A, B, k, *, budget=None):
     """
     out = torch.empty(A.shape[0], dtype=A.dtype, device=A.device)
     for start, stop, sims in similarity_blocks(A, B, budget=budget):
+        out[start:stop] = torch.topk(sims, k, dim=1, sorted=False).values.mean(dim=1)
+    return out
+
+
+def knn_mean_similarity_excluding_self(G, reference, k, *, budget=None):
+    """Mean cosine of each row of ``G`` to its ``k`` most similar rows ``G[reference]``.
+
+    A row that is itself among the reference rows is left out of its own neighbourhood
+    (its cosine to itself, 1, says nothing about how crowded its surroundings are).
+    ``G`` must be an L2-normalised tensor; ``reference`` a 1-d int64 tensor of distinct
+    rows of ``G`` with more than ``k`` entries.
+    """
+    R = G[reference]
+    # position of each row of G within the reference rows, -1 when it is not one of them
+    position = torch.full((G.shape[0],), -1, dtype=torch.int64, device=G.device)
+    position[reference] = torch.arange(reference.shape[0], device=G.device)
+    out = torch.empty(G.shape[0], dtype=G.dtype, device=G.device)
+    for start, stop, sims in similarity_blocks(G, R, budget=budget):
+        own = position[start:stop]
+        rows = torch.nonzero(own >= 0).flatten()
+        sims[rows, own[rows]] = -torch.inf
         out[start:stop] = torch.topk(sims, k, dim=1, sorted=False).values.mean(dim=1)
     return out
 

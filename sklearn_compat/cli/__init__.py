@@ -12,7 +12,7 @@ Subcommands::
     sklearn-compat encode --input SRC --output OUT --n-anchors 64 \\
         [--parallel OTHER --parallel-output OTHER_OUT]
     sklearn-compat search --model MODEL --gallery OLD --queries NEW -k 10 --output OUT \
-        [--gallery-form centered|raw] [--csls K]
+        [--gallery-form centered|raw] [--csls K | --no-csls]
     sklearn-compat export --model MODEL --format npz|faiss|onnx --output FILE
     sklearn-compat inspect --model MODEL [--json]
 

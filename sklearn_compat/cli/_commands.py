@@ -541,7 +541,7 @@ def run_encode(args):
         "random_state": args.seed,
     }
     if args.normalize:
-        params["normalize"] = args.normalize
+        params["normalize"] = None if args.normalize == "none" else args.normalize
     if args.device:
         params["device"] = args.device
     encoder = encoder_cls(**params)

@@ -264,9 +264,9 @@ def _add_encode(sub, parents):
     )
     en.add_argument(
         "--normalize",
-        choices=("l2", "standard"),
-        help="post-process the encoding: unit rows, or each column standardised with "
-        "its mean and deviation over the rows the anchors were fitted on (default: none)",
+        choices=("standard", "l2", "none"),
+        help="post-process the encoding: each column standardised with its mean and "
+        "deviation over the rows the anchors were fitted on (default), unit rows, or none",
     )
     _add_labels_column(en, "class labels in INPUT, for --anchors stratified")
     en.add_argument(
@@ -303,8 +303,8 @@ def _add_search(sub, parents):
         parents=[parents["common"], parents["model"], parents["table"]],
         help="search an old gallery with new-model queries mapped by MODEL",
         description="Map every row of NEW with MODEL and write its K nearest rows of OLD "
-        "(cosine; by default both centred by the target mean): one row per query and "
-        "rank with the query id, the gallery id and the score.",
+        "(CSLS over cosines by default, both centred by the target mean): one row per "
+        "query and rank with the query id, the gallery id and the score.",
     )
     se.add_argument("--gallery", required=True, metavar="OLD", help="the old model's table")
     se.add_argument("--queries", required=True, metavar="NEW", help="the new model's table")
@@ -323,11 +323,21 @@ def _add_search(sub, parents):
         default="centered",
         help="compare in the space centred by the target mean (default) or raw",
     )
-    se.add_argument(
+    csls = se.add_mutually_exclusive_group()
+    csls.add_argument(
         "--csls",
         type=positive_int,
+        default=10,
         metavar="K",
-        help="rank by CSLS with K neighbours (score = 2 cos - both hubness penalties)",
+        help="rank by CSLS with K neighbours, each gallery item's crowding measured among "
+        "the other gallery items (score = 2 cos - both penalties; default 10)",
+    )
+    csls.add_argument(
+        "--no-csls",
+        dest="csls",
+        action="store_const",
+        const=None,
+        help="rank by plain cosine",
     )
     _add_force(se, "an existing output")
     _add_device(se)
