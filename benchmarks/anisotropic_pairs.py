@@ -7,14 +7,17 @@ benchmarks/pairs/build_pairs.py in DIR, default benchmarks/pairs/cache) and its 
 train/test split, prints:
 
 - the anisotropy of both spaces (``sklearn_compat.metrics.anisotropy``);
-- ``OrthogonalProcrustesAligner`` with ``center=False`` and ``center=True`` (the default):
-  paired top-1 of ``transform(X_test)`` against ``Y_test`` (``score``);
+- ``OrthogonalProcrustesAligner``: release 0.1.0's defaults (uncentred, ``s = 1``), centred
+  with ``s = 1``, and the defaults (centred, ``scale="spread"``): paired top-1 of
+  ``transform(X_test)`` against ``Y_test`` (``score``);
 - ``RelativeAnchorEncoder`` fitted on the old model's train rows and rebased on the new
-  model's, old defaults (128 anchors, uncentred) against the new ones (``n_anchors="auto"``,
-  ``center=True``), per seed: paired top-1 of the new model's relative vectors of the test
-  rows against the old model's;
-- ``AlignedNeighbors`` top-1 over the old test gallery with the default (centred) map, raw
-  against centred gallery, and the centred gallery with CSLS (k = 10).
+  model's: 0.1.0's defaults (128 anchors, uncentred, raw), centred with ``n_anchors="auto"``
+  but raw, and the defaults (also ``normalize="standard"``), per seed: paired top-1 of the
+  new model's relative vectors of the test rows against the old model's;
+- ``AlignedNeighbors`` top-1 over the old test gallery: the 0.1.0 map on the raw gallery by
+  cosine, the default map on the raw gallery, the centred gallery by cosine, the defaults
+  (centred, CSLS k = 10 with each gallery item's crowding measured among the gallery), and
+  CSLS with the crowding measured among the mapped train queries or the test batch.
 
 Each row prints its change against the old default measured in the same run.  Rows are
 used as stored (the e5 and MiniLM encoders unit-normalise, WordLlama and MNIST do not).
@@ -62,35 +65,36 @@ def top1_search(search, queries):
 def measure(X, Y, train, seeds, device="auto"):
     Xtr, Ytr, Xte, Yte = X[train], Y[train], X[~train], Y[~train]
     row = {"aniso_x": anisotropy(X), "aniso_y": anisotropy(Y)}
+
+    def procrustes(**params):
+        return OrthogonalProcrustesAligner(device=device, **params).fit(Xtr, Ytr)
+
+    def relative(seed, **params):
+        enc = RelativeAnchorEncoder(random_state=seed, device=device, **params).fit(Ytr)
+        top1 = paired_topk_accuracy(enc.rebase(Xtr).transform(Xte), enc.transform(Yte))
+        return top1, enc.n_anchors_
+
+    def search(aligner, queries=None, **params):
+        found = AlignedNeighbors(aligner, device=device, **params).fit(Yte, queries=queries)
+        return top1_search(found, Xte)
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnisotropyWarning)  # the old defaults warn
-        plain = OrthogonalProcrustesAligner(center=False, device=device).fit(Xtr, Ytr)
-        rel_old = []
-        for seed in seeds:
-            old = RelativeAnchorEncoder(
-                n_anchors=128, center=False, random_state=seed, device=device
-            )
-            old.fit(Ytr)
-            rel_old.append(
-                paired_topk_accuracy(old.rebase(Xtr).transform(Xte), old.transform(Yte))
-            )
-    centred = OrthogonalProcrustesAligner(device=device).fit(Xtr, Ytr)
-    row["procrustes"] = (plain.score(Xte, Yte), centred.score(Xte, Yte))
-    rel_new, rel_std = [], []
-    for seed in seeds:
-        for store, normalize in ((rel_new, None), (rel_std, "standard")):
-            new = RelativeAnchorEncoder(
-                normalize=normalize, random_state=seed, device=device
-            ).fit(Ytr)
-            store.append(
-                paired_topk_accuracy(new.rebase(Xtr).transform(Xte), new.transform(Yte))
-            )
-    row["relative"] = (rel_old, rel_new, rel_std, new.n_anchors_)
+        plain = procrustes(center=False, scale=False)  # release 0.1.0's defaults
+        rel_old = [relative(s, n_anchors=128, center=False, normalize=None)[0] for s in seeds]
+    unit = procrustes(scale=False)
+    default = procrustes()
+    row["procrustes"] = tuple(a.score(Xte, Yte) for a in (plain, unit, default))
+    rel_raw = [relative(s, normalize=None)[0] for s in seeds]
+    rel_default = [relative(s) for s in seeds]
+    row["relative"] = (rel_old, rel_raw, [t for t, _ in rel_default], rel_default[0][1])
     row["search"] = (
-        top1_search(AlignedNeighbors(plain, gallery="raw", device=device).fit(Yte), Xte),
-        top1_search(AlignedNeighbors(centred, gallery="raw", device=device).fit(Yte), Xte),
-        top1_search(AlignedNeighbors(centred, device=device).fit(Yte), Xte),
-        top1_search(AlignedNeighbors(centred, csls_k=10, device=device).fit(Yte), Xte),
+        search(plain, gallery="raw", csls_k=None),
+        search(default, gallery="raw", csls_k=None),
+        search(default, csls_k=None),
+        search(default),
+        search(default, queries=Xtr),
+        search(default, csls_reference="batch"),
     )
     return row
 
@@ -112,22 +116,35 @@ def main():
         start = time.perf_counter()
         r = measure(X, Y, train, args.seeds, args.device)
         ax, ay = r["aniso_x"], r["aniso_y"]
-        p_old, p_new = r["procrustes"]
-        rel_old, rel_new, rel_std, m = r["relative"]
-        s_plain, s_raw, s_cent, s_csls = r["search"]
-        print(f"## {label}: n_train={train.sum()}, n_test={(~train).sum()}, "
-              f"d={X.shape[1]}->{Y.shape[1]}")
-        print(f"  anisotropy mean_norm/mean_cosine: new {ax['mean_norm']:.2f}/"
-              f"{ax['mean_cosine']:.2f}, old {ay['mean_norm']:.2f}/{ay['mean_cosine']:.2f}")
-        print(f"  Procrustes center=False {p_old:.3f} | center=True (default) {p_new:.3f} "
-              f"({p_new - p_old:+.3f})")
-        print(f"  RelativeAnchorEncoder seeds {args.seeds}: old defaults (128, uncentred) "
-              f"{fmt(rel_old)} | new defaults (auto={m}, centred) {fmt(rel_new)} "
-              f"({np.mean(rel_new) - np.mean(rel_old):+.3f}) | new + normalize='standard' "
-              f"{fmt(rel_std)}")
-        print(f"  AlignedNeighbors top-1: plain map, raw gallery {s_plain:.3f} | centred map, "
-              f"raw gallery {s_raw:.3f} | centred gallery (default) {s_cent:.3f} "
-              f"({s_cent - s_plain:+.3f}) | centred + CSLS k=10 {s_csls:.3f}")
+        p_old, p_unit, p_new = r["procrustes"]
+        rel_old, rel_raw, rel_new, m = r["relative"]
+        s_plain, s_raw, s_cent, s_csls, s_queries, s_batch = r["search"]
+        print(
+            f"## {label}: n_train={train.sum()}, n_test={(~train).sum()}, "
+            f"d={X.shape[1]}->{Y.shape[1]}"
+        )
+        print(
+            f"  anisotropy mean_norm/mean_cosine: new {ax['mean_norm']:.2f}/"
+            f"{ax['mean_cosine']:.2f}, old {ay['mean_norm']:.2f}/{ay['mean_cosine']:.2f}"
+        )
+        print(
+            f"  Procrustes 0.1.0 defaults (uncentred, s=1) {p_old:.3f} | centred, s=1 "
+            f"{p_unit:.3f} | defaults (centred, scale='spread') {p_new:.3f} "
+            f"({p_new - p_old:+.3f})"
+        )
+        print(
+            f"  RelativeAnchorEncoder seeds {args.seeds}: 0.1.0 defaults (128, uncentred, "
+            f"raw) {fmt(rel_old)} | centred, auto={m}, raw {fmt(rel_raw)} | defaults "
+            f"(+ normalize='standard') {fmt(rel_new)} "
+            f"({np.mean(rel_new) - np.mean(rel_old):+.3f})"
+        )
+        print(
+            f"  AlignedNeighbors top-1: 0.1.0 map, raw gallery, cosine {s_plain:.3f} | "
+            f"default map, raw gallery {s_raw:.3f} | centred gallery, cosine {s_cent:.3f} | "
+            f"defaults (centred, CSLS 10, crowding among the gallery) {s_csls:.3f} "
+            f"({s_csls - s_plain:+.3f}) | crowding among the train queries {s_queries:.3f} | "
+            f"crowding among the query batch {s_batch:.3f}"
+        )
         print(f"  ({time.perf_counter() - start:.1f} s)")
 
 
