@@ -241,8 +241,7 @@ class AlignedNeighbors(BaseEstimator):
         Z = self._mapped_queries(queries)
         if self.csls_k > Z.shape[0]:
             raise ValueError(
-                f"csls_k={self.csls_k} exceeds the number of queries given to fit "
-                f"({Z.shape[0]})."
+                f"csls_k={self.csls_k} exceeds the number of queries given to fit ({Z.shape[0]})."
             )
         Q = self._scoring_form(Z, device).to(G.dtype)
         return knn_mean_similarity(G, Q, self.csls_k, budget=budget)

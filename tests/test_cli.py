@@ -1187,6 +1187,7 @@ def test_grid_refuses_before_any_fit(tmp_path, capsys, fitted, extra, message):
         ("whitened", []),
         ("refined", []),
         ("residual", ["--epochs", "2", "--seed", "0", "--lam", "1"]),
+        ("rcsls", []),
     ],
 )
 def test_fit_with_the_newer_methods(tmp_path, capsys, planted, method, extra):

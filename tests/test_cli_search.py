@@ -41,9 +41,7 @@ def tables(tmp_path, rng):
     return paths, model, ids, X, Y
 
 
-@pytest.mark.parametrize(
-    "extra", [[], ["--gallery-form", "raw"], ["--csls", "5"], ["--no-csls"]]
-)
+@pytest.mark.parametrize("extra", [[], ["--gallery-form", "raw"], ["--csls", "5"], ["--no-csls"]])
 def test_search_writes_the_api_neighbours(tmp_path, capsys, tables, extra):
     paths, model, ids, X, Y = tables
     out = tmp_path / "hits.csv"

@@ -205,6 +205,11 @@ METHODS = {
     ),
     "whitened": Method("whitened", "WhitenedProcrustesAligner", {"device": "device"}),
     "refined": Method("refined", "RefinedProcrustesAligner", {"device": "device"}),
+    "rcsls": Method(
+        "rcsls",
+        "RCSLSAligner",
+        {"center": "center", "no_center": ("center", _negate), "device": "device"},
+    ),
     "residual": Method(
         "residual",
         "ResidualAdapterAligner",
