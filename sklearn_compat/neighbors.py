@@ -55,7 +55,10 @@ class AlignedNeighbors(BaseEstimator):
         How gallery and mapped queries are compared.  ``"centered"``: both are shifted by
         the target mean ``mu`` and renormalised before the cosine: ``mu`` is the aligner's
         ``mean_y_`` when it has a non-zero one (a centred Procrustes map), else the mean of
-        the gallery given to ``fit``.  On anisotropic models, whose embeddings share one
+        the gallery given to ``fit``.  Aligners that map into the space of Y's unit rows
+        (:class:`~sklearn_compat.WhitenedProcrustesAligner` with ``normalize=True``,
+        :class:`~sklearn_compat.RCSLSAligner`) have both sides scaled to unit rows first,
+        and ``mu`` is then a mean of unit rows.  On anisotropic models, whose embeddings share one
         common direction, every mapped query is otherwise pulled toward the gallery items
         nearest that direction.  ``"raw"``: plain cosine against the stored gallery.
         Centring the stored gallery is vector arithmetic on the index (subtract one vector,
@@ -99,6 +102,9 @@ class AlignedNeighbors(BaseEstimator):
         L2-normalised rows, in the dtype given to ``fit``.
     center_ : ndarray of shape (n_features_in_,) or None
         The mean subtracted from gallery and mapped queries (None for ``"raw"``).
+    unit_rows_ : bool
+        Whether rows are scaled to unit length before the centring (the aligner maps
+        into the space of Y's unit rows).
     gallery_penalty_ : ndarray of shape (n_samples_fit_,) or None
         CSLS's ``r_Q(g)`` of each gallery item, measured in ``fit`` (None without CSLS or
         with ``csls_reference="batch"``).
@@ -213,10 +219,16 @@ class AlignedNeighbors(BaseEstimator):
                 "pass queries= to fit, lower csls_k, or set csls_k=None."
             )
         center = None
+        # Aligners that work on unit rows (vecmap's normalisation, RCSLS) map into the
+        # space of Y's unit rows and report that space's mean: centre unit rows there.
+        self.unit_rows_ = bool(getattr(final, "_maps_unit_rows", lambda: False)())
         if self.gallery == "centered":
             mean_y = getattr(final, "mean_y_", None)
             if mean_y is not None and np.any(mean_y):
                 center = np.asarray(mean_y, dtype=np.float64)
+            elif self.unit_rows_:
+                center = l2_normalize(torch.as_tensor(G, dtype=torch.float64)).mean(dim=0)
+                center = center.numpy()
             else:
                 center = G.mean(axis=0, dtype=np.float64)
         self.center_ = center
@@ -250,6 +262,8 @@ class AlignedNeighbors(BaseEstimator):
         """Rows shifted by ``center_`` (if any) and L2-normalised, as a tensor on device."""
         dtype = torch.float64 if A.dtype == np.float64 else torch.float32
         T = to_torch(A, device, dtype)
+        if self.unit_rows_ and self.center_ is not None:
+            T = l2_normalize(T)
         if self.center_ is not None:
             T = T - to_torch(self.center_, device, dtype)
         return l2_normalize(T)

@@ -287,6 +287,10 @@ class RCSLSAligner(BaseAligner):
         self.best_iter_ = best_iter
         return best
 
+    def _maps_unit_rows(self):
+        """``transform`` maps into the space of Y's unit rows (see AlignedNeighbors)."""
+        return True
+
     def transform(self, X):
         """Map X into the space of Y's unit rows.
 

@@ -167,6 +167,10 @@ class RefinedProcrustesAligner(BaseAligner):
         self.n_refinements_ = rounds
         return self
 
+    def _maps_unit_rows(self):
+        """Whether the last round's map works on unit rows (see AlignedNeighbors)."""
+        return bool(getattr(self.estimator_, "_maps_unit_rows", lambda: False)())
+
     def transform(self, X):
         """Map X into Y's space with the last round's map.
 

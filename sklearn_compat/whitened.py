@@ -203,6 +203,10 @@ class WhitenedProcrustesAligner(BaseAligner):
         self.n_samples_seen_ = int(n_rows)
         return self
 
+    def _maps_unit_rows(self):
+        """Whether ``transform`` maps into the space of Y's unit rows (see AlignedNeighbors)."""
+        return bool(self.normalize)
+
     def _affine_map(self):
         """The affine part, applied to X's rows after the (optional) normalisation."""
         return self.W_, self.mean_y_ - self.mean_x_ @ self.W_

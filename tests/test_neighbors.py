@@ -9,7 +9,13 @@ from scipy.stats import ortho_group
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Normalizer
 
-from sklearn_compat import AffineAligner, AlignedNeighbors, OrthogonalProcrustesAligner
+from sklearn_compat import (
+    AffineAligner,
+    AlignedNeighbors,
+    OrthogonalProcrustesAligner,
+    RCSLSAligner,
+    WhitenedProcrustesAligner,
+)
 from sklearn_compat.neighbors import _SLAB_BYTES
 
 
@@ -237,3 +243,24 @@ def test_real_features_query_path(mnist_features):
     assert raw < centred  # 0.736 measured
     assert top1() >= 0.745  # 0.751 measured: the defaults
     assert top1(queries=X[train]) >= 0.82  # 0.836 measured: crowding among real queries
+
+
+@pytest.mark.parametrize("make", [WhitenedProcrustesAligner, RCSLSAligner])
+def test_unit_row_aligners_are_centred_in_the_unit_row_space(rng, make):
+    # These aligners map into the space of Y's unit rows; a raw gallery of another scale
+    # must be scaled to unit rows before the centring, or every query sits off-centre.
+    X, Y = _pair(rng, noise=0.5)
+    Y = 50.0 * Y  # a raw gallery far from unit norm
+    aligner = make().fit(X[:200], Y[:200])
+    search = AlignedNeighbors(aligner, n_neighbors=3, csls_k=None).fit(Y[200:])
+    assert search.unit_rows_
+    mu = getattr(aligner, "mean_y_", np.zeros(Y.shape[1]))
+    if not np.any(mu):
+        mu = _unit(Y[200:]).mean(axis=0)
+    np.testing.assert_allclose(search.center_, mu, atol=1e-12)
+    ref_d, ref_i = _reference(_unit(aligner.transform(X[200:])), _unit(Y[200:]), mu, 3)
+    dist, idx = search.kneighbors(X[200:])
+    np.testing.assert_array_equal(idx, ref_i)
+    np.testing.assert_allclose(dist, ref_d, atol=1e-10)
+    own = np.mean(idx[:, 0] == np.arange(100))
+    assert own > 0.75  # 0.83 measured for RCSLS (uncentred by default), higher for Whitened
