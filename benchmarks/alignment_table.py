@@ -193,6 +193,7 @@ def main():
     parser.add_argument("--fast", action="store_true", help="skip the CV, fewer epochs")
     parser.add_argument("--only", nargs="*", help="pair names (substrings) to run")
     parser.add_argument("--skip", nargs="*", default=[], help="aligner labels to leave out")
+    parser.add_argument("--rows", nargs="*", help="only the aligners whose labels start so")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -209,6 +210,8 @@ def main():
         for label, make in aligners(args.fast):
             if label in args.skip:
                 continue
+            if args.rows and not any(label.startswith(part) for part in args.rows):
+                continue
             row = evaluate(label, make, pair, args.device, np.random.default_rng(0))
             results[label] = row
             print(
@@ -216,6 +219,8 @@ def main():
                 f"{row['NP@10']:.3f} | {row['AN@1']:.3f} | {row['fit s']:.1f} |",
                 flush=True,
             )
+        if "Procrustes" not in results:
+            continue
         plain = results["Procrustes"]["P@1"]  # the default
         best_procrustes = max(
             results[label]["P@1"] for label in results if label.startswith("Procrustes")
