@@ -55,7 +55,10 @@ class AlignedNeighbors(BaseEstimator):
         How gallery and mapped queries are compared.  ``"centered"``: both are shifted by
         the target mean ``mu`` and renormalised before the cosine: ``mu`` is the aligner's
         ``mean_y_`` when it has a non-zero one (a centred Procrustes map), else the mean of
-        the gallery given to ``fit``.  Aligners that map into the space of Y's unit rows
+        the gallery given to ``fit``.  An aligner fitted with ``center=False`` is compared
+        raw (its map was fitted to uncentred rows, so its queries do not sit around Y's
+        mean; ``centered_`` says which form was used).  Aligners that map into the space of
+        Y's unit rows
         (:class:`~sklearn_compat.WhitenedProcrustesAligner` with ``normalize=True``,
         :class:`~sklearn_compat.RCSLSAligner`) have both sides scaled to unit rows first,
         and ``mu`` is then a mean of unit rows.  On anisotropic models, whose embeddings share one
@@ -102,6 +105,9 @@ class AlignedNeighbors(BaseEstimator):
         L2-normalised rows, in the dtype given to ``fit``.
     center_ : ndarray of shape (n_features_in_,) or None
         The mean subtracted from gallery and mapped queries (None for ``"raw"``).
+    centered_ : bool
+        Whether gallery and queries are compared centred (``gallery="centered"`` and an
+        aligner not fitted with ``center=False``).
     unit_rows_ : bool
         Whether rows are scaled to unit length before the centring (the aligner maps
         into the space of Y's unit rows).
@@ -222,7 +228,10 @@ class AlignedNeighbors(BaseEstimator):
         # Aligners that work on unit rows (vecmap's normalisation, RCSLS) map into the
         # space of Y's unit rows and report that space's mean: centre unit rows there.
         self.unit_rows_ = bool(getattr(final, "_maps_unit_rows", lambda: False)())
-        if self.gallery == "centered":
+        # A map fitted to uncentred rows (center=False) does not put the queries around
+        # Y's mean, so centring the gallery alone would leave every query off-centre.
+        self.centered_ = self.gallery == "centered" and getattr(final, "center", True) is not False
+        if self.centered_:
             mean_y = getattr(final, "mean_y_", None)
             if mean_y is not None and np.any(mean_y):
                 center = np.asarray(mean_y, dtype=np.float64)
