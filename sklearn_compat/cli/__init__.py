@@ -2,7 +2,8 @@
 
 Subcommands::
 
-    sklearn-compat fit --method procrustes|affine|lambda-orth --source SRC --target TGT \\
+    sklearn-compat fit --method procrustes|affine|lambda-orth|whitened|refined|residual|rcsls \\
+        --source SRC --target TGT \\
         --id-column ID --model MODEL [method options such as --lam 12]
     sklearn-compat transform --model MODEL --input SRC --output OUT [--id-column ID]
     sklearn-compat evaluate --model MODEL --source SRC --target TGT --id-column ID [--json] \\
