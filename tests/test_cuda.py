@@ -106,3 +106,25 @@ def test_lambda_path_keeps_fold_rows_on_the_device(rng, monkeypatch):
     )
     Z_gpu, Z_cpu = gpu.transform(X), cpu.transform(X)
     assert np.linalg.norm(Z_gpu - Z_cpu) <= 0.1 * np.linalg.norm(Z_cpu)
+
+
+def test_rcsls_on_cuda_matches_cpu(rng):
+    from sklearn_compat import RCSLSAligner
+
+    X, Y = _data(rng, n=1500, dtype=np.float64)
+    cpu = RCSLSAligner(device="cpu", max_iter=4).fit(X, Y)
+    gpu = RCSLSAligner(device="cuda", max_iter=4).fit(X, Y)
+    # float32 training: sums in another order may swap near-tied neighbours.
+    np.testing.assert_allclose(gpu.W_, cpu.W_, atol=1e-2)
+    assert abs(gpu.score(X, Y) - cpu.score(X, Y)) < 0.02
+
+
+def test_aligned_neighbors_on_cuda_matches_cpu(rng):
+    from sklearn_compat import AlignedNeighbors
+
+    X, Y = _data(rng, n=2000, dtype=np.float64)
+    aligner = OrthogonalProcrustesAligner().fit(X[:1000], Y[:1000])
+    cpu = AlignedNeighbors(aligner, device="cpu").fit(Y[1000:]).kneighbors(X[1000:])
+    gpu = AlignedNeighbors(aligner, device="cuda").fit(Y[1000:]).kneighbors(X[1000:])
+    np.testing.assert_array_equal(gpu[1], cpu[1])
+    np.testing.assert_allclose(gpu[0], cpu[0], atol=1e-10)
