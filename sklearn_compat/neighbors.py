@@ -55,17 +55,16 @@ class AlignedNeighbors(BaseEstimator):
         How gallery and mapped queries are compared.  ``"centered"``: both are shifted by
         the target mean ``mu`` and renormalised before the cosine: ``mu`` is the aligner's
         ``mean_y_`` when it has a non-zero one (a centred Procrustes map), else the mean of
-        the gallery given to ``fit``.  An aligner fitted with ``center=False`` is compared
-        raw (its map was fitted to uncentred rows, so its queries do not sit around Y's
-        mean; ``centered_`` says which form was used).  Aligners that map into the space of
-        Y's unit rows
-        (:class:`~sklearn_compat.WhitenedProcrustesAligner` with ``normalize=True``,
-        :class:`~sklearn_compat.RCSLSAligner`) have both sides scaled to unit rows first,
-        and ``mu`` is then a mean of unit rows.  On anisotropic models, whose embeddings share one
+        the gallery given to ``fit``.  On anisotropic models, whose embeddings share one
         common direction, every mapped query is otherwise pulled toward the gallery items
-        nearest that direction.  ``"raw"``: plain cosine against the stored gallery.
-        Centring the stored gallery is vector arithmetic on the index (subtract one vector,
-        renormalise), not a re-embedding.
+        nearest that direction.  An aligner fitted with ``center=False`` is compared raw
+        (its map was fitted to uncentred rows, so its queries do not sit around Y's mean;
+        ``centered_`` says which form was used).  Aligners that map into the space of Y's
+        unit rows (:class:`~sklearn_compat.WhitenedProcrustesAligner` with
+        ``normalize=True``, :class:`~sklearn_compat.RCSLSAligner`) have both sides scaled
+        to unit rows first, and ``mu`` is then a mean of unit rows.  ``"raw"``: plain
+        cosine against the stored gallery.  Centring the stored gallery is vector
+        arithmetic on the index (subtract one vector, renormalise), not a re-embedding.
     metric : {"cosine"}, default="cosine"
         Similarity of the comparison; distances are ``1 - cos``.
     csls_k : int or None, default=10
