@@ -13,19 +13,19 @@ from ._core.backend import resolve_device, to_torch
 from ._core.base import BaseAligner
 from ._core.ranking import paired_ranks
 from ._core.rcsls import clip_spectral_norm, rcsls_loss_and_gradient
-from ._core.validation import pick_target
+from ._core.validation import pick_target, stack_unpaired
 from .procrustes import procrustes_from_cross
-from .refined import _stack
 
 __all__ = ["RCSLSAligner"]
 
 
-def _prepared(A, mean):
-    """Unit rows, then (when ``mean`` is given) centred on it and unit again."""
-    A = torch.nn.functional.normalize(A, dim=1)
-    if mean is None:
-        return A
-    return torch.nn.functional.normalize(A - mean, dim=1)
+def _unit(A):
+    return torch.nn.functional.normalize(A, dim=1)
+
+
+def _centred_unit(U, mean):
+    """Unit rows ``U`` centred on ``mean`` (when given) and scaled to unit length again."""
+    return U if mean is None else _unit(U - mean)
 
 
 class RCSLSAligner(BaseAligner):
@@ -207,23 +207,20 @@ class RCSLSAligner(BaseAligner):
             Fitted aligner.
         """
         X, Y = self._validate_pair(X, pick_target(Y, y), reset=True)
-        sources = _stack(X, X_unpaired, "X_unpaired")
-        targets = _stack(Y, Y_unpaired, "Y_unpaired")
+        sources = stack_unpaired(X, X_unpaired, "X_unpaired")
+        targets = stack_unpaired(Y, Y_unpaired, "Y_unpaired")
         device = resolve_device(self.device)
         n = X.shape[0]
         held_out = self._held_out(n)
         f32 = torch.float32
-        S, T = to_torch(sources, device, f32), to_torch(targets, device, f32)
+        S, T = _unit(to_torch(sources, device, f32)), _unit(to_torch(targets, device, f32))
         mean_x = mean_y = None
         spread = 1.0
         if self.center:
-            mean_x = torch.nn.functional.normalize(S, dim=1).mean(dim=0)
-            mean_y = torch.nn.functional.normalize(T, dim=1).mean(dim=0)
-        S, T = _prepared(S, mean_x), _prepared(T, mean_y)
-        if self.center:
-            centred = torch.nn.functional.normalize(to_torch(Y, device, f32), dim=1) - mean_y
-            spread = float(centred.square().sum(dim=1).mean().sqrt())
-        # The pairs are the first n rows of each pool.
+            mean_x, mean_y = S.mean(dim=0), T.mean(dim=0)
+            # The pairs are the first n rows of each pool.
+            spread = float((T[:n] - mean_y).square().sum(dim=1).mean().sqrt())
+        S, T = _centred_unit(S, mean_x), _centred_unit(T, mean_y)
         train = np.setdiff1d(np.arange(n), held_out)
         Xp, Yp = S[:n], T[:n]
         Xt, Yt = Xp[train], Yp[train]
@@ -312,12 +309,12 @@ class RCSLSAligner(BaseAligner):
         device = self._compute_device()
         T = to_torch(X, device, dtype)
         mean = to_torch(self.mean_x_, device, dtype) if self.center else None
-        Z = _prepared(T, mean) @ to_torch(self.W_, device, dtype)
+        Z = _centred_unit(_unit(T), mean) @ to_torch(self.W_, device, dtype)
         if self.center:
             # The map was trained on directions (centred unit targets): give each mapped row
             # the typical spread of Y's centred unit rows before adding their mean back,
             # so that the mean weighs as it does in Y.
-            Z = torch.nn.functional.normalize(Z, dim=1) * self.spread_y_
+            Z = _unit(Z) * self.spread_y_
             Z = Z + to_torch(self.mean_y_, device, dtype)
         return Z.cpu().numpy()
 

@@ -8,11 +8,9 @@ from sklearn.base import _fit_context, clone
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.backend import checked_input
 from ._core.base import BaseAligner
 from ._core.csls import mutual_csls_pairs
-from ._core.ranking import check_embeddings
-from ._core.validation import pick_target
+from ._core.validation import pick_target, stack_unpaired
 from .whitened import WhitenedProcrustesAligner
 
 __all__ = ["RefinedProcrustesAligner"]
@@ -137,8 +135,8 @@ class RefinedProcrustesAligner(BaseAligner):
             Fitted aligner.
         """
         X, Y = self._validate_pair(X, pick_target(Y, y), reset=True)
-        sources = _stack(X, X_unpaired, "X_unpaired")
-        targets = _stack(Y, Y_unpaired, "Y_unpaired")
+        sources = stack_unpaired(X, X_unpaired, "X_unpaired")
+        targets = stack_unpaired(Y, Y_unpaired, "Y_unpaired")
         n_pairs = X.shape[0]
         base = WhitenedProcrustesAligner() if self.estimator is None else self.estimator
         current = clone(base).fit(X, Y)
@@ -186,15 +184,3 @@ class RefinedProcrustesAligner(BaseAligner):
         """
         check_is_fitted(self)
         return self.estimator_.transform(self._validate_X(X))
-
-
-def _stack(paired, unpaired, name):
-    """The paired rows followed by the unpaired ones (same width and dtype)."""
-    if unpaired is None:
-        return paired
-    extra = check_embeddings(checked_input(unpaired, name), name).astype(paired.dtype)
-    if extra.shape[1] != paired.shape[1]:
-        raise ValueError(
-            f"{name} has {extra.shape[1]} features, but the paired rows have {paired.shape[1]}."
-        )
-    return np.concatenate([paired, extra])

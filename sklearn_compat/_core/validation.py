@@ -29,6 +29,7 @@ __all__ = [
     "query_weights",
     "raise_not_finite",
     "refuse_bool_numbers",
+    "stack_unpaired",
 ]
 
 
@@ -203,3 +204,15 @@ def refuse_bool_numbers(estimator):
                 f"The {name!r} parameter of {type(estimator).__name__} must be a number, "
                 f"got {value!r} (a bool)."
             )
+
+
+def stack_unpaired(paired, unpaired, name):
+    """The paired rows followed by the unpaired ones (same width and dtype)."""
+    if unpaired is None:
+        return paired
+    extra = check_embeddings(checked_input(unpaired, name), name).astype(paired.dtype)
+    if extra.shape[1] != paired.shape[1]:
+        raise ValueError(
+            f"{name} has {extra.shape[1]} features, but the paired rows have {paired.shape[1]}."
+        )
+    return np.concatenate([paired, extra])
