@@ -258,6 +258,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         refit=True,
         verbose=0,
         warm_tol=0.0,
+        stop_at_bound=False,
     ):
         self.lams = lams
         self.estimator = estimator
@@ -268,6 +269,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         self.refit = refit
         self.verbose = verbose
         self.warm_tol = warm_tol
+        self.stop_at_bound = stop_at_bound
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, Y=None, labels=None, *, y=None, groups=None):
@@ -318,6 +320,7 @@ class LambdaOrthAlignerCV(BaseAligner):
             direction=self.direction,
             warm_n_iter_no_change=self.warm_n_iter_no_change,
             warm_tol=self.warm_tol,
+            stop_at_bound=self.stop_at_bound,
             error_score=np.nan,
         )
         folds = []
@@ -371,6 +374,7 @@ class LambdaOrthAlignerCV(BaseAligner):
                 estimator=base,
                 labels=labels,
                 coef_init=map_sums[self.best_index_].mean(),
+                stop_at_bound=self.stop_at_bound,
             )
             best = aligner_at(path, 0, base)
             self.refit_time_ = time.perf_counter() - start

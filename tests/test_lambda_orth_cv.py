@@ -435,3 +435,22 @@ def test_boolean_lams_are_refused(lams):
     X = np.random.default_rng(0).normal(size=(40, 3))
     with pytest.raises(TypeError, match="lams must be numbers, not booleans"):
         LambdaOrthAlignerCV(lams=lams, cv=2).fit(X, X)
+
+
+def test_stop_at_bound_trains_less_and_still_picks_well(problem, grid_search):
+    X, Y = problem
+    # As in GridSearchCV's fits, 240 training rows: early stopping watches the training
+    # loss, read here over the minibatches since the last reading.
+    fast = LambdaOrthAlignerCV(
+        LAMS, estimator=small_aligner(), cv=CV, stop_at_bound=True, warm_n_iter_no_change=2
+    ).fit(X, Y)
+    plain = LambdaOrthAlignerCV(
+        LAMS, estimator=small_aligner(), cv=CV, warm_n_iter_no_change=2
+    ).fit(X, Y)
+    assert fast.cv_results_["mean_n_epochs"].sum() < plain.cv_results_["mean_n_epochs"].sum()
+    grid_scores = grid_search.cv_results_["mean_test_score"]
+    assert grid_scores[fast.best_index_] >= grid_search.best_score_ - 1 / 120
+    # The refit reads its held-out loss within epochs too: more history than epochs.
+    assert len(fast.best_estimator_.history_["loss"]) > fast.best_estimator_.n_epochs_
+    with pytest.raises(ValueError, match="'stop_at_bound' parameter"):
+        LambdaOrthAlignerCV(LAMS, stop_at_bound="yes").fit(X, Y)

@@ -140,3 +140,70 @@ def test_warm_tol_shortens_only_the_warm_fits(problem):
     assert plain.n_epochs[1:].sum() > loose.n_epochs[1:].sum()
     with pytest.raises(ValueError, match="'warm_tol' parameter"):
         lambda_orth_path(X, Y, lams, estimator=estimator, warm_tol=1.0)
+
+
+def test_stop_at_bound_reads_four_times_per_epoch_and_stops_on_the_wall(problem):
+    X, Y = problem
+    lams = [0.0, 1.0, np.inf]
+    estimator = small_aligner(max_epochs=30, n_iter_no_change=6, early_stopping=True)
+    plain = lambda_orth_path(X, Y, lams, estimator=estimator)
+    fast = lambda_orth_path(X, Y, lams, estimator=estimator, stop_at_bound=True)
+    # 270 training rows in batches of 64: 5 steps per epoch, read after steps 2, 4 and 5.
+    for k in range(3):
+        assert len(plain.histories[k]["valid_loss"]) == plain.n_epochs[k]
+        readings = len(fast.histories[k]["valid_loss"])
+        assert 3 * (fast.n_epochs[k] - 1) < readings <= 3 * fast.n_epochs[k]
+    # lam = 0 and 1 end on their wall (N within [lam - 1, lam + 0.5]) and stop two readings
+    # after their best one; lam = inf has no wall and keeps the estimator's patience.
+    for k in (0, 1):
+        gaps = fast.histories[k]["orthogonality_gap"]
+        assert lams[k] - 1 <= gaps[-1] <= lams[k] + 0.5
+        best = int(np.argmin(fast.histories[k]["valid_loss"]))
+        assert len(gaps) - 1 - best == path_module.BOUND_PATIENCE
+    losses = fast.histories[2]["valid_loss"]
+    waited = len(losses) - 1 - int(np.argmin(losses))
+    assert waited == 3 * path_module.warm_patience("auto", 6) or fast.n_epochs[2] == 30
+    assert fast.n_epochs[:2].sum() < plain.n_epochs[:2].sum()
+
+
+def test_stop_at_bound_restores_the_best_reading(problem):
+    X, Y = problem
+    fast = lambda_orth_path(
+        X, Y, [0.5], estimator=small_aligner(max_epochs=8, early_stopping=True), stop_at_bound=True
+    )
+    # The map kept is the one of the lowest held-out loss read: re-evaluating it through a
+    # fitted aligner gives that loss's map, not the last one trained.
+    history = fast.histories[0]
+    best = int(np.argmin(history["valid_loss"]))
+    assert fast.orthogonality_gaps[0] == pytest.approx(history["orthogonality_gap"][best])
+
+
+def test_stop_at_bound_does_not_apply_walking_downwards(problem):
+    X, Y = problem
+    estimator = small_aligner(max_epochs=10)
+    plain = lambda_orth_path(X, Y, [0.0, 2.0], estimator=estimator, direction="decreasing")
+    asked = lambda_orth_path(
+        X, Y, [0.0, 2.0], estimator=estimator, direction="decreasing", stop_at_bound=True
+    )
+    np.testing.assert_array_equal(asked.coefs, plain.coefs)
+    np.testing.assert_array_equal(asked.n_epochs, plain.n_epochs)
+
+
+@pytest.mark.parametrize(
+    ("gap", "lam", "sharpness", "binds"),
+    [
+        (0.0, 0.0, 10.0, True),
+        (0.5, 0.0, 10.0, True),
+        (0.51, 0.0, 10.0, False),  # beyond the wall: the penalty still pulls W in
+        (2.99, 4.0, 10.0, False),  # inside: the penalty no longer acts
+        (3.0, 4.0, 10.0, True),
+        (3.4, 4.0, 10.0, True),  # where a fit pulled outwards settles (lam - 6 / s)
+        (0.0, 4.0, 1.0, True),  # a gentler sigmoid has a wider wall
+        (9.5, 4.0, 1.0, False),
+        (1.0, np.inf, 10.0, False),
+    ],
+)
+def test_constraint_binds_on_the_sigmoid_rise(gap, lam, sharpness, binds):
+    from sklearn_compat._lambda.training import constraint_binds
+
+    assert constraint_binds(gap, lam, sharpness) is binds

@@ -158,11 +158,23 @@ def prepare_fit_data(settings, X, Y, codes, rng, *, scales=None):
     return FitData(train, valid, float(x_scale), float(y_scale), device)
 
 
-def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=None, rel_tol=0.0):
+def train_map(
+    settings,
+    data,
+    rng,
+    *,
+    lam=None,
+    n_iter_no_change=None,
+    start=None,
+    rel_tol=0.0,
+    readings_per_epoch=1,
+    bound_patience=None,
+):
     """Train one adapter on prepared ``data``; returns a :class:`FittedMap`.
 
-    ``lam`` and ``n_iter_no_change`` default to the settings' own; ``rel_tol`` is a
-    relative tolerance of early stopping on top of ``tol`` (see ``TrainConfig``); ``start`` is a
+    ``lam`` and ``n_iter_no_change`` default to the settings' own; ``rel_tol``,
+    ``readings_per_epoch`` and ``bound_patience`` refine early stopping (see
+    ``TrainConfig``); ``start`` is a
     :class:`StartMap` in user units, None for the settings' ``init``.  Raises
     ``FloatingPointError`` when training diverges.
     """
@@ -219,6 +231,8 @@ def train_map(settings, data, rng, *, lam=None, n_iter_no_change=None, start=Non
         tol=float(settings.tol),
         verbose=int(settings.verbose),
         rel_tol=float(rel_tol),
+        readings_per_epoch=int(readings_per_epoch),
+        bound_patience=bound_patience,
     )
     generator = torch_generator(rng, device)
     with small_problem_threads(is_small_problem(settings, device, d_x, d_y)):

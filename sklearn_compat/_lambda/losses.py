@@ -116,7 +116,11 @@ def lambda_orth_penalty(weight, lam, sharpness=10.0):
         raise ValueError(f"lam must be in [0, inf], got {lam!r}.")
     if math.isinf(lam):
         return weight.new_zeros(())
-    N = orthogonality_gap(weight)
+    return penalty_of_gap(orthogonality_gap(weight), lam, sharpness)
+
+
+def penalty_of_gap(N, lam, sharpness):
+    """The regulariser's value for a gap ``N`` already computed (a tensor, finite lam)."""
     return torch.sigmoid(sharpness * (N - lam)) * N
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
+from .losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap, penalty_of_gap
 
 __all__ = ["TrainConfig", "Objective", "train_adapters", "small_problem_threads"]
 
@@ -77,6 +77,13 @@ class TrainConfig:
     # Improvements smaller than this share of the best monitored loss do not count either
     # (0: only ``tol``); the lam path's warm-started fits use it.
     rel_tol: float = 0.0
+    # How often the monitored loss is read: after every ``ceil(n_batches / readings)``
+    # minibatch steps and at the end of each epoch (1: once per epoch).  The history holds
+    # one entry per reading; ``n_iter_no_change`` still counts epochs (as many readings).
+    readings_per_epoch: int = 1
+    # The patience while the orthogonality constraint binds (see ``constraint_binds``);
+    # None: always ``n_iter_no_change``.
+    bound_patience: int | None = None
 
 
 class Objective:
@@ -101,7 +108,7 @@ class Objective:
         if self.use_penalty:
             self.names.append("penalty")
 
-    def __call__(self, backward, forward, xb, yb, lb):
+    def __call__(self, backward, forward, xb, yb, lb, *, with_penalty=True):
         cfg = self.config
         W = backward.weight  # read once: with ``strict`` each read recomputes the map
         z = xb @ W if backward.bias is None else torch.addmm(backward.bias, xb, W)
@@ -125,7 +132,7 @@ class Objective:
                 contrastive = contrastive_loss(z, yb, lb, cfg.temperature)
             total = total + cfg.contrastive_weight * contrastive
             parts.append(contrastive)
-        if self.use_penalty:
+        if self.use_penalty and with_penalty:
             penalty = lambda_orth_penalty(W, cfg.lam, cfg.sharpness)
             total = total + penalty
             parts.append(penalty)
@@ -183,66 +190,110 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
     history["orthogonality_gap"] = []
     if valid is not None:
         history["valid_loss"] = []
-    best, best_epoch, stall = math.inf, None, 0
     last_good = _snapshot(modules)
-    start_state = best_state = last_good
+    start_state = last_good
+    n_batches = max(1, math.ceil(n / config.batch_size))
+    read_every = max(1, math.ceil(n_batches / config.readings_per_epoch))
+    stopper = _EarlyStopping(
+        config,
+        patience=config.n_iter_no_change * math.ceil(n_batches / read_every),
+        keep_best=valid is not None,
+        state=last_good,
+    )
     limit = _divergence_limit(objective, backward, forward, train, valid, config)
     bar = tqdm(range(config.max_epochs), desc=desc, unit="epoch", disable=not config.verbose)
     epoch = 0
+    stop = False
     for epoch in bar:
         sums = torch.zeros(len(objective.names), dtype=X.dtype, device=device)
+        rows = 0
         order = torch.randperm(n, generator=generator, device=device)
-        for idx in _batches(n, config.batch_size, order):
+        for step, idx in enumerate(_batches(n, config.batch_size, order), start=1):
             lb = None if L is None else L[idx]
             loss, parts = objective(backward, forward, X[idx], Y[idx], lb)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             sums.add_(parts, alpha=idx.shape[0])
-        with torch.no_grad():
-            summary = [sums / n, orthogonality_gap(backward.weight).reshape(1)]
+            rows += idx.shape[0]
+            if step % read_every and step != n_batches:
+                continue
+            # A reading: the training loss since the last one, the gap, the held-out loss.
+            with torch.no_grad():
+                gap = orthogonality_gap(backward.weight)
+                summary = [sums / rows, gap.reshape(1)]
+                if valid is not None:
+                    summary.append(_evaluate(objective, backward, forward, valid, gap=gap))
+                summary = torch.cat(summary).cpu().numpy().astype(np.float64)  # one sync
+            sums.zero_()
+            rows = 0
+            monitor = float(summary[-1] if valid is not None else summary[0])
+            if not np.all(np.isfinite(summary)) or monitor > limit:
+                for module, state in zip(modules, start_state, strict=True):
+                    module.load_state_dict(state)
+                what = (
+                    "the loss is not finite"
+                    if not np.all(np.isfinite(summary))
+                    else f"the loss rose to {monitor:.3g}, over {DIVERGENCE_FACTOR:g}x its "
+                    "starting level"
+                )
+                raise FloatingPointError(
+                    f"Training diverged in epoch {epoch + 1}: {what} "
+                    f"(lr={config.lr:g}, lam={config.lam:g}). Lower lr, or check the inputs "
+                    "for extreme values."
+                )
+            last_good = _snapshot(modules)
+            values = dict(zip(objective.names, summary[: len(objective.names)], strict=True))
+            for name, value in values.items():
+                history[name].append(float(value))
+            gap = float(summary[len(objective.names)])
+            history["orthogonality_gap"].append(gap)
             if valid is not None:
-                summary.append(_evaluate(objective, backward, forward, valid, config))
-            summary = torch.cat(summary).cpu().numpy().astype(np.float64)  # one sync
-        monitor = float(summary[-1] if valid is not None else summary[0])
-        if not np.all(np.isfinite(summary)) or monitor > limit:
-            for module, state in zip(modules, start_state, strict=True):
-                module.load_state_dict(state)
-            what = (
-                "the loss is not finite"
-                if not np.all(np.isfinite(summary))
-                else f"the loss rose to {monitor:.3g}, over {DIVERGENCE_FACTOR:g}x its "
-                "starting level"
-            )
-            raise FloatingPointError(
-                f"Training diverged in epoch {epoch + 1}: {what} "
-                f"(lr={config.lr:g}, lam={config.lam:g}). Lower lr, or check the inputs "
-                "for extreme values."
-            )
-        last_good = _snapshot(modules)
-        values = dict(zip(objective.names, summary[: len(objective.names)], strict=True))
-        for name, value in values.items():
-            history[name].append(float(value))
-        history["orthogonality_gap"].append(float(summary[len(objective.names)]))
-        if valid is not None:
-            history["valid_loss"].append(monitor)
-        bar.set_postfix(
-            loss=f"{values['loss']:.4g}", gap=f"{history['orthogonality_gap'][-1]:.3g}"
-        )
-        needed = config.tol if math.isinf(best) else max(config.tol, config.rel_tol * abs(best))
-        if monitor < best - needed:
-            best, stall = monitor, 0
-            if valid is not None:
-                best_epoch, best_state = epoch + 1, last_good
-        else:
-            stall += 1
-            if stall >= config.n_iter_no_change:
+                history["valid_loss"].append(monitor)
+            bar.set_postfix(loss=f"{values['loss']:.4g}", gap=f"{gap:.3g}")
+            stop = stopper.read(monitor, gap, epoch + 1, last_good)
+            if stop:
                 break
+        if stop:
+            break
     bar.close()
     if valid is not None:
-        for module, state in zip(modules, best_state, strict=True):
+        for module, state in zip(modules, stopper.best_state, strict=True):
             module.load_state_dict(state)
-    return history, epoch + 1, best_epoch
+    return history, epoch + 1, stopper.best_epoch
+
+
+class _EarlyStopping:
+    """Patience over the readings of the monitored loss (see ``TrainConfig``)."""
+
+    def __init__(self, config, *, patience, keep_best, state):
+        self.config, self.patience, self.keep_best = config, patience, keep_best
+        self.best, self.stall = math.inf, 0
+        self.best_epoch, self.best_state = None, state
+
+    def read(self, monitor, gap, epoch, state):
+        """Record one reading taken in ``epoch`` (1-based); True when training should stop."""
+        cfg = self.config
+        needed = cfg.tol if math.isinf(self.best) else max(cfg.tol, cfg.rel_tol * abs(self.best))
+        if monitor < self.best - needed:
+            self.best, self.stall = monitor, 0
+            if self.keep_best:
+                self.best_epoch, self.best_state = epoch, state
+            return False
+        self.stall += 1
+        bound = cfg.bound_patience is not None and constraint_binds(gap, cfg.lam, cfg.sharpness)
+        return self.stall >= (cfg.bound_patience if bound else self.patience)
+
+
+def constraint_binds(gap, lam, sharpness):
+    """Whether a map with orthogonality gap ``gap`` sits on the penalty's wall at ``lam``.
+
+    The wall is the sigmoid's rise, ``sigmoid(sharpness (N - lam))`` from about 5e-5 to
+    0.993: ``lam - 10 / sharpness <= N <= lam + 5 / sharpness``.  A fit whose data pull
+    ``W`` beyond ``lam`` settles there (near ``lam - 6 / sharpness``); further out the
+    penalty still pulls the map in, further in it no longer acts.
+    """
+    return lam - 10.0 / sharpness <= gap <= lam + 5.0 / sharpness
 
 
 def _divergence_limit(objective, backward, forward, train, valid, config):
@@ -255,21 +306,31 @@ def _divergence_limit(objective, backward, forward, train, valid, config):
     """
     rows = valid if valid is not None else train
     with torch.no_grad():
-        start = float(_evaluate(objective, backward, forward, rows, config))
+        start = float(_evaluate(objective, backward, forward, rows))
         zero_map = float(rows[1].double().pow(2).sum(dim=1).mean()) * config.alignment_weight
     if not math.isfinite(start):
         return math.inf  # the first epoch's own finiteness check reports it
     return DIVERGENCE_FACTOR * max(start, zero_map, 1.0 if zero_map == 0 else 0.0)
 
 
-def _evaluate(objective, backward, forward, valid, config):
-    """Mean total loss over the held-out rows, in fixed batches (no gradient)."""
+def _evaluate(objective, backward, forward, valid, *, gap=None):
+    """Mean total loss over the held-out rows, in fixed batches (no gradient).
+
+    The penalty does not depend on the rows: it is added once, from ``gap`` (the
+    orthogonality gap of ``backward``'s weight, computed here when None).
+    """
     X, Y, L = valid
     n = X.shape[0]
+    batch_size = objective.config.batch_size
     total = torch.zeros((), dtype=X.dtype, device=X.device)
-    for start in range(0, n, config.batch_size):
-        stop = min(start + config.batch_size, n)
+    for start in range(0, n, batch_size):
+        stop = min(start + batch_size, n)
         lb = None if L is None else L[start:stop]
-        loss, _ = objective(backward, forward, X[start:stop], Y[start:stop], lb)
+        batch = (X[start:stop], Y[start:stop], lb)
+        loss, _ = objective(backward, forward, *batch, with_penalty=False)
         total += loss * (stop - start)
-    return (total / n).reshape(1)
+    total = total / n
+    if objective.use_penalty:
+        gap = orthogonality_gap(backward.weight) if gap is None else gap
+        total = total + penalty_of_gap(gap, objective.config.lam, objective.config.sharpness)
+    return total.reshape(1)
