@@ -91,7 +91,8 @@ def lambda_orth_path(
     the device) and the ``lam`` values are trained in turn, in increasing (or decreasing)
     order, each from the previous one's map with a fresh optimizer: what ``enet_path`` is
     to ``Lasso``.  The first ``lam`` is a cold fit, identical to
-    ``LambdaOrthAligner(lam=lams[first]).fit(X, Y)``; every ``lam`` draws the same
+    ``LambdaOrthAligner(lam=lams[first]).fit(X, Y)`` (unless ``stop_at_bound``); every
+    ``lam`` draws the same
     minibatch orders as that cold fit would.  :class:`~sklearn_compat.LambdaOrthAlignerCV`
     runs this path on each fold.
 
@@ -127,6 +128,17 @@ def lambda_orth_path(
         the fits travel far (cold fits of a hundred epochs and more), a warm fit stopped
         that early stays short of its ``lam`` and the larger values then reuse it: keep 0
         there.
+    stop_at_bound : bool, default=False
+        Walking upwards, end a fit as soon as it has settled on its constraint.  Every fit
+        (the first included) then reads its held-out loss four times per epoch (the
+        history holds one entry per reading); while its map sits on the penalty's wall,
+        ``lam - 10 / sharpness <= N <= lam + 5 / sharpness`` (the data pull ``W`` out to
+        ``lam`` and the penalty holds it there), two readings without improvement end
+        the fit, elsewhere its usual patience does.  The first fit is then no longer the
+        cold fit of GridSearchCV.  It pays where fits settle at once and misleads where
+        one slides along its wall for long; see
+        :class:`~sklearn_compat.LambdaOrthAlignerCV` (Notes, Speed) for both cases
+        measured.  Walking downwards it has no effect.
     secant : bool, default=True
         Walking upwards, start each fit (from the third on) at the secant prediction
         through the last two fits, ``W_k + beta (W_k - W_{k-1})`` with ``beta`` the ratio
