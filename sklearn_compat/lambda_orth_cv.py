@@ -212,7 +212,7 @@ class LambdaOrthAlignerCV(BaseAligner):
     at ``lam = 0`` improves for 126 epochs; stopped after 4 it scored 0.016 lower, and
     the search picked ``inf`` (held-out top-1 0.938 against GridSearchCV's 0.949, where
     the defaults, 2.1 times faster, lose 0.003).  On the MNIST pairs it picks as well as
-    GridSearchCV, 7-8 times faster, but the travelling fits at large ``lam`` stop early
+    GridSearchCV, 6.9-8.3 times faster, but the travelling fits at large ``lam`` stop early
     and score up to 0.03 below GridSearchCV's.  Compare ``mean_n_epochs`` with a
     default search on a subsample before relying on it.  ``warm_tol`` (e.g. ``3e-3``)
     is the older, cruder shortcut: 2.2 times on the WordLlama pair, and a clearly worse
