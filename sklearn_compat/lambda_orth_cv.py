@@ -387,6 +387,8 @@ class LambdaOrthAlignerCV(BaseAligner):
                 estimator=base,
                 labels=labels,
                 coef_init=map_sums[self.best_index_].mean(),
+                # The direction only decides whether stop_at_bound applies.
+                direction=self.direction,
                 stop_at_bound=self.stop_at_bound,
             )
             best = aligner_at(path, 0, base)

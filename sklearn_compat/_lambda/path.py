@@ -137,7 +137,7 @@ def lambda_orth_path(
         the fit, elsewhere its usual patience does.  The first fit is then no longer the
         cold fit of GridSearchCV.  It pays where fits settle at once and misleads where
         one slides along its wall for long; see
-        :class:`~sklearn_compat.LambdaOrthAlignerCV` (Notes, Speed) for both cases
+        the Notes (Text pairs) of :class:`~sklearn_compat.LambdaOrthAlignerCV` for both cases
         measured.  Walking downwards it has no effect.
     secant : bool, default=True
         Walking upwards, start each fit (from the third on) at the secant prediction
