@@ -171,8 +171,8 @@ def test_stop_at_bound_restores_the_best_reading(problem):
     fast = lambda_orth_path(
         X, Y, [0.5], estimator=small_aligner(max_epochs=8, early_stopping=True), stop_at_bound=True
     )
-    # The map kept is the one of the lowest held-out loss read: re-evaluating it through a
-    # fitted aligner gives that loss's map, not the last one trained.
+    # The map kept is the one of the lowest held-out loss read, not the last one trained:
+    # its gap is the one recorded at that reading.
     history = fast.histories[0]
     best = int(np.argmin(history["valid_loss"]))
     assert fast.orthogonality_gaps[0] == pytest.approx(history["orthogonality_gap"][best])
