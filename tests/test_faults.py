@@ -66,14 +66,21 @@ def _wait_for_temporary(proc, out, timeout=120):
     raise AssertionError("the transform neither started writing nor ended")
 
 
+def _size(path):
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # removed since the listing
+        return 0
+
+
 def _wait_for_growth(proc, out, timeout=120):
-    """Block until some batches are in the temporary output (or the run has ended)."""
+    """Block until some batches are in the temporary output (True) or the run has ended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        sizes = [p.stat().st_size for p in _temporaries(out) if p.exists()]
-        if sizes and max(sizes) > 4096:
-            return
+        if max(map(_size, _temporaries(out)), default=0) > 4096:
+            return True
         time.sleep(0.001)
+    return False
 
 
 def _check_aftermath(proc, out, signum, *, before_main=False):
@@ -124,7 +131,9 @@ def test_signal_during_transform_leaves_nothing_behind(job, tmp_path, signum, mo
 def test_a_killed_runs_temporary_file_is_removed_by_the_next_run(job, tmp_path):
     out = tmp_path / "out.csv"
     proc = _start(job, out)
-    killed = _wait_for_temporary(proc, out)
+    # Killed while batches are written: a temporary alone is not enough, since the command
+    # first checks that the output can be written by making one and removing it at once.
+    killed = _wait_for_growth(proc, out)
     if proc.poll() is None:
         proc.kill()  # SIGKILL: nothing can clean up
     proc.communicate(timeout=300)
