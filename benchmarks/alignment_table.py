@@ -124,6 +124,7 @@ def aligners(fast):
         ),
         ("RCSLS", lambda: RCSLSAligner(random_state=0)),
         ("RCSLS (+unpaired)", lambda: RCSLSAligner(random_state=0)),
+        ("RCSLS max_iter=32", lambda: RCSLSAligner(max_iter=32, random_state=0)),
         ("LambdaOrth", lambda: LambdaOrthAligner(random_state=0, **epochs)),
         ("LambdaOrth lam=0", lambda: LambdaOrthAligner(lam=0.0, random_state=0, **epochs)),
         ("ResidualAdapter", lambda: ResidualAdapterAligner(random_state=0, **epochs)),
@@ -133,7 +134,8 @@ def aligners(fast):
         ),
     ]
     if not fast:
-        rows.insert(10, ("LambdaOrthCV", lambda: LambdaOrthAlignerCV()))
+        at = [label for label, _ in rows].index("LambdaOrth")
+        rows.insert(at, ("LambdaOrthCV", lambda: LambdaOrthAlignerCV()))
     return rows
 
 
