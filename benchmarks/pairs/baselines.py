@@ -10,6 +10,7 @@ For muse_en_fr the P@1 column uses the whole French gallery and any gold transla
   cen+gal   pred = (X - mx) W, gallery = Y - my (train mean), both renormalised
   lsq       least squares with intercept, [X 1] B = Y; pred = [X 1] B
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,15 @@ def evaluate(name, root=None):
     d = load_pair(name, root)
     X, Y, tr = unit(d["X"]), unit(d["Y"]), d["split"].astype(bool)
     te = ~tr
-    row = dict(name=name, n=len(X), n_train=int(tr.sum()), d_x=X.shape[1], d_y=Y.shape[1],
-               aniso_x=anisotropy(X), aniso_y=anisotropy(Y))
+    row = dict(
+        name=name,
+        n=len(X),
+        n_train=int(tr.sum()),
+        d_x=X.shape[1],
+        d_y=Y.shape[1],
+        aniso_x=anisotropy(X),
+        aniso_y=anisotropy(Y),
+    )
     for m, (f, centre) in methods(X, Y, tr).items():
         pred = f(X[te])
         gal = Y[te] if centre is None else Y[te] - centre
@@ -89,8 +97,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     names = a.names or available(a.root)
     cols = ["plain", "centred", "cen+gal", "lsq"]
-    print("| pair | n (train/test) | d_x -> d_y | " + " | ".join(cols)
-          + " | X: mean-norm / mean-cos | Y: mean-norm / mean-cos |")
+    print(
+        "| pair | n (train/test) | d_x -> d_y | "
+        + " | ".join(cols)
+        + " | X: mean-norm / mean-cos | Y: mean-norm / mean-cos |"
+    )
     print("|---" * (len(cols) + 5) + "|")
     for n in names:
         r = evaluate(n, a.root)
@@ -101,9 +112,12 @@ def main(argv=None):
                 v += f" (P@1 {r[c + '_p1']:.3f})"
             cells.append(v)
         ax, ay = r["aniso_x"], r["aniso_y"]
-        print(f"| {n} | {r['n']} ({r['n_train']}/{r['n'] - r['n_train']}) | "
-              f"{r['d_x']} -> {r['d_y']} | " + " | ".join(cells)
-              + f" | {ax[0]:.3f} / {ax[1]:.3f} | {ay[0]:.3f} / {ay[1]:.3f} |")
+        print(
+            f"| {n} | {r['n']} ({r['n_train']}/{r['n'] - r['n_train']}) | "
+            f"{r['d_x']} -> {r['d_y']} | "
+            + " | ".join(cells)
+            + f" | {ax[0]:.3f} / {ax[1]:.3f} | {ay[0]:.3f} / {ay[1]:.3f} |"
+        )
 
 
 if __name__ == "__main__":

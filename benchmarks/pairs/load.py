@@ -1,4 +1,5 @@
 """Tiny reader for the cached embedding pairs built by build_pairs.py."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,8 @@ def load_pair(name: str, root=None) -> dict:
     if not path.exists():
         raise FileNotFoundError(
             f"{path} is missing; build it with: python benchmarks/pairs/build_pairs.py "
-            f"--only {name}" + ("" if root == DEFAULT_ROOT else f" --out {root}"))
+            f"--only {name}" + ("" if root == DEFAULT_ROOT else f" --out {root}")
+        )
     with np.load(path, allow_pickle=False) as z:
         d = {k: z[k] for k in z.files}
     d["meta"] = json.loads(str(d["meta"]))
