@@ -66,13 +66,13 @@ class RCSLSAligner(BaseAligner):
         Initial step size.  A step that raises the loss is undone and the step size halved
         (the paper's schedule), so a large value only costs a few rejected steps.
     max_iter : int, default=16
-        Full-batch gradient steps at most.  Between two sentence models, where each query
-        is ranked among a gallery of about the pairs' size, 32 steps did better: held-out
-        top-1 (a fifth of the training pairs) rose from 16 to 32 steps on all three real
-        sentence pairs measured, and on the test rows multilingual-e5-small -> MiniLM
-        went from 0.982 to 0.986 (Procrustes 0.974).  Against a large vocabulary (word
-        translation, 20,000 French words) the extra steps overfit the dictionary (P@1
-        0.281 at 16 steps, 0.269 at 32), hence the default.
+        Full-batch gradient steps at most.  Between two sentence models 32 steps did
+        better: the held-out top-1 (a fifth of the training pairs) rose from 16 to 32 steps
+        on all three real sentence pairs measured, and on their test rows
+        multilingual-e5-small -> MiniLM went from 0.982 to 0.986 (Procrustes 0.974).
+        Retrieving among a large vocabulary (word translation against 20,000 French
+        words) the extra steps overfit the dictionary (P@1 0.281 at 16 steps, 0.269 at
+        32), hence the default.
     spectral_clip : bool, default=False
         Clip the singular values of the map at 1 after each step (the paper's convex
         relaxation of orthogonality: the map cannot stretch the space).  Off by default:
