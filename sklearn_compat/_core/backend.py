@@ -249,6 +249,23 @@ _TRANSFORM_CHUNK_ROWS = 65536
 SMALL_INPUT_ROWS = 1024
 
 
+# BLAS takes another kernel for a product of one to three rows (a matrix-vector path whose
+# sums round differently), so a row's mapped value would depend on how many rows came with it.
+# Padding such products to this many rows keeps every row on the same kernel: the command
+# line's batch size never changes its output.
+_MIN_PRODUCT_ROWS = 8
+
+
+def affine_rows(b, X, A):
+    """``X @ A + b`` for torch operands, each row's value independent of the row count."""
+    n = X.shape[0]
+    if 0 < n < _MIN_PRODUCT_ROWS:
+        padded = X.new_zeros((_MIN_PRODUCT_ROWS, X.shape[1]))
+        padded[:n] = X
+        return torch.addmm(b, padded, A)[:n]
+    return torch.addmm(b, X, A)
+
+
 def apply_affine(X, A, b, device):
     """``X @ A + b`` computed with torch on ``device`` in X's dtype; returns numpy.
 
@@ -264,5 +281,5 @@ def apply_affine(X, A, b, device):
     for start in range(0, X.shape[0], _TRANSFORM_CHUNK_ROWS):
         stop = start + _TRANSFORM_CHUNK_ROWS
         Xt = to_torch(X[start:stop], device, dtype)
-        out[start:stop] = torch.addmm(bt, Xt, At).cpu().numpy()
+        out[start:stop] = affine_rows(bt, Xt, At).cpu().numpy()
     return out
