@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import apply_affine, is_dask_collection
 from ._core.base import BaseAligner
+from ._core.few_pairs import warn_if_few_pairs
 from ._core.pair_stats import batch_moments
 from ._core.validation import pick_target
 from ._core.whitening import multi_step_map, unit_rows
@@ -201,6 +202,7 @@ class WhitenedProcrustesAligner(BaseAligner):
         self.mean_x_ = xy.mean_x.copy() if self.center else np.zeros(d_x)
         self.mean_y_ = xy.mean_y.copy() if self.center else np.zeros(d_y)
         self.n_samples_seen_ = int(n_rows)
+        warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=4)
         return self
 
     def _maps_unit_rows(self):

@@ -9,6 +9,7 @@ exactly with the batches seen before, and solve from the merged statistics.
 from sklearn.base import _fit_context
 
 from .base import BaseAligner
+from .few_pairs import warn_if_few_pairs
 from .moments import PairMoments
 from .pair_stats import batch_moments
 from .validation import pick_target
@@ -51,7 +52,9 @@ class ClosedFormAligner(BaseAligner):
         self : object
             Fitted aligner.
         """
-        return self._update(X, pick_target(Y, y), sample_weight, reset=True)
+        self._update(X, pick_target(Y, y), sample_weight, reset=True)
+        warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=4)
+        return self
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, Y=None, sample_weight=None, *, y=None):
