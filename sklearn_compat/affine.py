@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
+from ._core.row_space import RowStats, thin_ridge
 
 __all__ = ["AffineAligner", "least_squares_from_gram"]
 
@@ -188,10 +189,16 @@ class AffineAligner(ClosedFormAligner):
                 "fit_intercept was changed between partial_fit calls; call fit to start over."
             )
 
+    def _solves_wide(self):
+        return self.rank is None
+
     def _solve(self, moments, n_samples_seen):
-        d_x = moments.gram_x.shape[0]
+        d_x = moments.mean_x.shape[0]
         rtol = np.finfo(np.float64).eps * max(d_x, np.sqrt(n_samples_seen))
-        W = least_squares_from_gram(moments.gram_x, moments.cross, self.alpha, rtol=rtol)
+        if isinstance(moments, RowStats):
+            W = thin_ridge(moments, self.alpha, rtol)
+        else:
+            W = least_squares_from_gram(moments.gram_x, moments.cross, self.alpha, rtol=rtol)
         if self.rank is not None and self.rank < min(W.shape):
             # Principal directions of the fitted values X_c W (their covariance W^T G W).
             _, evecs = scipy.linalg.eigh(W.T @ moments.gram_x @ W, check_finite=False)

@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
+from ._core.few_pairs import warn_if_few_pairs
 from ._core.validation import pick_target, refuse_bool_numbers
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import (
@@ -347,7 +348,10 @@ class LambdaOrthAligner(BaseAligner):
         scales = (self.x_scale_, self.y_scale_) if warm else None
         data = prepare_fit_data(self, X, Y, codes, rng, scales=scales)
         start = self._fitted_map() if warm else None
-        return store_fit(self, train_map(self, data, rng, start=start), accumulate=warm)
+        store_fit(self, train_map(self, data, rng, start=start), accumulate=warm)
+        if not warm:
+            warn_if_few_pairs(self, X.shape[0], stacklevel=4)
+        return self
 
     def _fitted_map(self):
         """This fit's adapters in user units, the start of a warm-started fit."""

@@ -8,6 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
+from ._core.row_space import RowStats, thin_procrustes
 from .metrics._anisotropy import warn_if_anisotropic
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
@@ -206,6 +207,9 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
                 stacklevel=6,
             )
 
+    def _solves_wide(self):
+        return True
+
     def _moment_options(self):
         # Uncentred fits need no means; ||X||^2 and ||Y||^2 only serve the scale.
         spread = self.scale == "spread"
@@ -232,7 +236,12 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             )
 
     def _solve(self, moments, n_samples_seen):
-        W, S, signs = procrustes_from_cross(moments.cross, allow_reflection=self.allow_reflection)
+        if isinstance(moments, RowStats):
+            W, S, signs = thin_procrustes(moments, allow_reflection=self.allow_reflection)
+        else:
+            W, S, signs = procrustes_from_cross(
+                moments.cross, allow_reflection=self.allow_reflection
+            )
         scale = 1.0
         if self.scale == "spread":
             if moments.sq_x > 0:
@@ -243,8 +252,8 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             self.mean_x_ = moments.mean_x.copy()
             self.mean_y_ = moments.mean_y.copy()
         else:
-            self.mean_x_ = np.zeros(moments.cross.shape[0])
-            self.mean_y_ = np.zeros(moments.cross.shape[1])
+            self.mean_x_ = np.zeros(W.shape[0])
+            self.mean_y_ = np.zeros(W.shape[1])
         self.W_ = W
         self.scale_ = scale
         self.singular_values_ = S

@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import resolve_device, to_torch
 from ._core.base import BaseAligner
+from ._core.few_pairs import warn_if_few_pairs
 from ._core.ranking import paired_ranks
 from ._core.rcsls import clip_spectral_norm, rcsls_loss_and_gradient
 from ._core.validation import pick_target, stack_unpaired
@@ -238,6 +239,7 @@ class RCSLSAligner(BaseAligner):
         self.mean_x_ = zeros_x if mean_x is None else mean_x.double().cpu().numpy()
         self.mean_y_ = zeros_y if mean_y is None else mean_y.double().cpu().numpy()
         self.spread_y_ = spread
+        warn_if_few_pairs(self, n, stacklevel=4)
         return self
 
     def _held_out(self, n):

@@ -1,5 +1,6 @@
 """Iterative refinement with a dictionary induced under CSLS (Conneau et al., ICLR 2018)."""
 
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -10,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.base import BaseAligner
 from ._core.csls import mutual_csls_pairs
+from ._core.few_pairs import UnderdeterminedFitWarning
 from ._core.validation import pick_target, stack_unpaired
 from .whitened import WhitenedProcrustesAligner
 
@@ -158,7 +160,11 @@ class RefinedProcrustesAligner(BaseAligner):
                 tgt = np.concatenate([np.arange(n_pairs), tgt])
             if len(src) == 0:
                 break
-            current = clone(base).fit(sources[src], targets[tgt])
+            with warnings.catch_warnings():
+                # Said once, by the first fit on the given pairs: a round's induced pairs
+                # are the model's own guesses, not the user's data.
+                warnings.simplefilter("ignore", UnderdeterminedFitWarning)
+                current = clone(base).fit(sources[src], targets[tgt])
         self.estimator_ = current
         self.W_ = np.asarray(current.W_, dtype=np.float64)
         self.induced_pairs_ = induced

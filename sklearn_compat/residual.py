@@ -136,6 +136,13 @@ class ResidualAdapterAligner(LambdaOrthAligner):
         )
         self.hidden = hidden
 
+    def fit(self, X, Y=None, labels=None, *, y=None):
+        # Declared here so that a wrong keyword (sample_weight) names this class, not
+        # LambdaOrthAligner, in Python's TypeError.
+        return super().fit(X, Y, labels, y=y)
+
+    fit.__doc__ = LambdaOrthAligner.fit.__doc__
+
     def _backward_adapter(self, d_x, d_y, W0, b0):
         if self.hidden == 0:
             return AffineAdapter(

@@ -10,7 +10,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import apply_affine, is_dask_collection
 from ._core.base import BaseAligner
+from ._core.few_pairs import warn_if_few_pairs
 from ._core.pair_stats import batch_moments
+from ._core.row_space import is_wide, row_stats, thin_whitened
 from ._core.validation import pick_target
 from ._core.whitening import multi_step_map, unit_rows
 
@@ -163,6 +165,8 @@ class WhitenedProcrustesAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
+        if self.whiten and is_wide(X, Y, sample_weight):
+            return self._fit_wide(X, Y, sample_weight)
         options = {"centered": self.center, "need_gram": True, "stats_dtype": np.float64}
         # A second, throwaway aligner reduces (Y, X) for Y's covariance, so that both
         # passes share the validated, device- and Dask-aware statistics code.
@@ -201,6 +205,33 @@ class WhitenedProcrustesAligner(BaseAligner):
         self.mean_x_ = xy.mean_x.copy() if self.center else np.zeros(d_x)
         self.mean_y_ = xy.mean_y.copy() if self.center else np.zeros(d_y)
         self.n_samples_seen_ = int(n_rows)
+        warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=4)
+        return self
+
+    def _fit_wide(self, X, Y, sample_weight):
+        """Fewer rows than dimensions: the same map, solved in the row space."""
+        stats = row_stats(
+            self, X, Y, sample_weight, centered=self.center, normalize=self.normalize
+        )
+        d_x, d_y = stats.mean_x.shape[0], stats.mean_y.shape[0]
+        rtol = np.finfo(np.float64).eps * max(d_x, d_y, np.sqrt(stats.n_rows))
+        self.W_, S = thin_whitened(
+            stats,
+            whiten=self.whiten,
+            reweight=float(self.reweight),
+            dewhiten=self.dewhiten,
+            n_components=self.n_components,
+            rtol=rtol,
+        )
+        # As many values as the dense route gives: the directions the rows do not span
+        # have singular value 0.
+        k = min(d_x, d_y) if self.n_components is None else min(self.n_components, d_x, d_y)
+        self.singular_values_ = np.concatenate([S, np.zeros(max(k - S.shape[0], 0))])[:k]
+        self.n_components_ = int(k)
+        self.mean_x_ = stats.mean_x.copy()
+        self.mean_y_ = stats.mean_y.copy()
+        self.n_samples_seen_ = stats.n_rows
+        warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=5)
         return self
 
     def _maps_unit_rows(self):

@@ -9,8 +9,10 @@ exactly with the batches seen before, and solve from the merged statistics.
 from sklearn.base import _fit_context
 
 from .base import BaseAligner
+from .few_pairs import warn_if_few_pairs
 from .moments import PairMoments
 from .pair_stats import batch_moments
+from .row_space import full_moments, is_wide, moments_state, row_stats
 from .validation import pick_target
 
 __all__ = ["ClosedFormAligner"]
@@ -51,7 +53,9 @@ class ClosedFormAligner(BaseAligner):
         self : object
             Fitted aligner.
         """
-        return self._update(X, pick_target(Y, y), sample_weight, reset=True)
+        self._update(X, pick_target(Y, y), sample_weight, reset=True)
+        warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=4)
+        return self
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, Y=None, sample_weight=None, *, y=None):
@@ -81,8 +85,21 @@ class ClosedFormAligner(BaseAligner):
         first = not hasattr(self, "_moments_state")
         return self._update(X, pick_target(Y, y), sample_weight, reset=first)
 
+    def _solves_wide(self):
+        """Whether ``_solve`` also takes :class:`~.row_space.RowStats` (wide data)."""
+        return False
+
     def _update(self, X, Y, sample_weight, *, reset):
-        previous = None if reset else PairMoments(**self._moments_state)
+        if reset and self._solves_wide() and is_wide(X, Y, sample_weight):
+            # Fewer rows than dimensions: solved in the row space (see row_space).
+            options = self._moment_options()
+            stats = row_stats(self, X, Y, sample_weight, centered=options["centered"])
+            self._check_fit_inputs(X, Y)
+            self._solve(stats, stats.n_rows)
+            self._moments_state = moments_state(stats, need_gram=options.get("need_gram"))
+            self.n_samples_seen_ = stats.n_rows
+            return self
+        previous = None if reset else PairMoments(**full_moments(self._moments_state))
         if previous is not None:
             self._check_continuation(previous)
         batch, n_rows = batch_moments(

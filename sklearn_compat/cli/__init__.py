@@ -37,6 +37,7 @@ import warnings
 from contextlib import contextmanager
 
 from ..io._common import InputError
+from ._files import check_files
 from ._parser import PROG, build_parser
 
 __all__ = ["main", "build_parser"]
@@ -99,6 +100,7 @@ def _run(command, args):
             warnings.showwarning = _show_warning
         try:
             _check_device(args)
+            check_files(args)
             return command(args) or 0
         except KeyboardInterrupt as exc:
             return _interrupted(exc)

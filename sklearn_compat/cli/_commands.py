@@ -18,6 +18,7 @@ from ..io._join import join_on_ids
 from ..io._model_files import load_model, save_model
 from ..io._read import open_table, read_table
 from ..io._write import AtomicOutput, OutputLayout, TableWriter
+from ._files import grid_plot_path, report_figure_path
 from ._registry import LABEL_METRICS, METHODS, METRICS, NotAvailable, build_method, load
 
 __all__ = [
@@ -320,7 +321,7 @@ def _check_width(reader, expected, model_path):
 def run_evaluate(args):
     if args.report:
         _check_output(args.report, args.force, inputs=(args.source, args.target))
-        _check_output(Path(args.report).with_suffix(".png"), args.force)
+        _check_output(report_figure_path(args.report), args.force)
     model = load_model(args.model, trust=args.trust)
     _set_device(model, args.device)
     labels_col = (args.labels_column,) if args.labels_column else ()
@@ -378,7 +379,7 @@ def _write_report(model, X, Y, labels, args):
     from ..metrics import compatibility_report
 
     report = compatibility_report(model, X, Y, labels=labels, device=args.device or "auto")
-    figure = Path(args.report).with_suffix(".png")
+    figure = report_figure_path(args.report)
     with AtomicOutput(figure, force=args.force) as out:
         report.plot(out.tmp)
         with AtomicOutput(args.report, force=args.force) as md:
@@ -439,14 +440,13 @@ def _write_results(frame, path, force):
 def run_grid(args):
     from sklearn.model_selection import KFold, cross_validate
 
-    plot = None if args.no_plot else (args.plot or str(Path(args.output).with_suffix(".png")))
+    plot = grid_plot_path(args)
     inputs = (args.source, args.target)
     # Everything that would stop the run at the end is checked before the first fit.
     _results_suffix(args.output)
     repeated = sorted({lam for lam in args.lam if args.lam.count(lam) > 1})
     if repeated:
         raise InputError(f"--lam has repeated values: {' '.join(f'{v:g}' for v in repeated)}")
-    _distinct_outputs(("--output", args.output), ("--plot", plot))
     _check_output(args.output, args.force, inputs)
     if plot is not None:
         _check_output(plot, args.force, inputs)
@@ -500,19 +500,6 @@ class _Only:
 
 
 # ---------------------------------------------------------------------------- encode
-def _distinct_outputs(*paths):
-    """Two outputs of one command must not be the same file (the second would replace
-    the first without a word)."""
-    seen = {}
-    for flag, path in paths:
-        if not path:
-            continue
-        key = Path(path).resolve()
-        if key in seen:
-            raise InputError(f"{flag} and {seen[key]} name the same file {path}")
-        seen[key] = flag
-
-
 def run_encode(args):
     if args.parallel_output and not args.parallel:
         raise InputError("--parallel-output needs --parallel")
@@ -522,11 +509,6 @@ def run_encode(args):
         raise InputError("--anchors stratified needs --labels-column (the class labels)")
     if args.labels_column and args.anchors != "stratified":
         raise InputError("--labels-column only applies to --anchors stratified")
-    _distinct_outputs(
-        ("--output", args.output),
-        ("--parallel-output", args.parallel_output),
-        ("--model", args.model),
-    )
     inputs = tuple(p for p in (args.input, args.parallel) if p)
     _check_output(args.output, args.force, inputs)
     if args.parallel_output:

@@ -91,6 +91,12 @@ def _check_transform_is_affine(model, W, b):
     rng = np.random.default_rng(0)
     probe = rng.normal(size=(8, W.shape[0])) * np.geomspace(0.1, 10.0, 8)[:, None]
     expected = probe @ W + b
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        # A model fitted on named columns expects them (else scikit-learn warns).
+        import pandas as pd
+
+        probe = pd.DataFrame(probe, columns=names)
     got = np.asarray(model.transform(probe), dtype=np.float64)
     scale = np.abs(expected).max() + np.abs(b).max() + 1e-300
     if not np.allclose(got, expected, rtol=1e-6, atol=1e-6 * scale):

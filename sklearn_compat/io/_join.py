@@ -94,6 +94,13 @@ def _deduplicate(ids, policy, reader):
         )
     if policy == "drop":
         keep = ~repeated
+        if len(ids) and not keep.any():
+            raise InputError(
+                f"all {len(ids)} rows were dropped as duplicates (--duplicates drop): every "
+                f"id appears on more than one row ({n_dup} ids in all); pass --duplicates "
+                "first or last to keep one row per id",
+                path=reader.path,
+            )
     else:
         keep = ~index.duplicated(keep=policy if policy in ("first", "last") else "first")
     return np.flatnonzero(keep), n_dup

@@ -344,6 +344,8 @@ def compatibility_report(
     >>> report.decision
     'bridge: it keeps 100% [100-100%] of re-index agreement@10'
     """
+    # The aligner maps the inputs as given, so a model fitted on named columns gets them.
+    X_given = X_new
     X_new = check_embeddings(X_new, "X_new")
     Y_old = check_embeddings(Y_old, "Y_old")
     check_same_rows(X_new, Y_old, ("X_new", "Y_old"))
@@ -375,7 +377,7 @@ def compatibility_report(
     if ks[-1] > limit:
         raise ValueError(f"k={ks[-1]} exceeds the {limit} gallery items a query can retrieve.")
 
-    mapped = np.asarray(aligner.transform(Q_new))
+    mapped = np.asarray(aligner.transform(X_given if item_mode else queries[0]))
     if mapped.shape[1] != Y_old.shape[1]:
         raise ValueError(
             f"the aligner maps into {mapped.shape[1]} features but Y_old has "
@@ -450,7 +452,7 @@ def compatibility_report(
         metric = f"cmc_top{K}"
         curve_kwargs = {} if item_mode else {"query_labels": codes[targets]}
         betas, values = backfilling_curve(
-            mapped if item_mode else aligner.transform(X_new),
+            mapped if item_mode else aligner.transform(X_given),
             Y_old,
             None if item_mode else mapped,
             codes,

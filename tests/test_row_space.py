@@ -1,0 +1,127 @@
+"""Wide data (fewer pairs than dimensions) solved in the row space equals the dense route.
+
+The dense references are computed here from the d x d statistics with the package's own
+dense solvers (themselves checked against numpy/scipy in their test files).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import ortho_group
+
+from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner, WhitenedProcrustesAligner
+from sklearn_compat._core.row_space import _rotation_onto
+from sklearn_compat._core.whitening import multi_step_map, unit_rows
+from sklearn_compat.affine import least_squares_from_gram
+from sklearn_compat.procrustes import procrustes_from_cross
+
+SHAPES = [(30, 50, 50), (30, 50, 40), (30, 40, 50), (20, 60, 12), (20, 12, 60), (70, 40, 30)]
+
+
+@pytest.fixture(autouse=True)
+def quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def planted(n, d_x, d_y, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d_x)) * np.geomspace(1.0, 0.1, d_x) + 0.5
+    R = ortho_group.rvs(max(d_x, d_y), random_state=seed)[:d_x, :d_y]
+    Y = X @ R + 0.05 * rng.normal(size=(n, d_y))
+    return X, Y, rng.uniform(0.5, 2.0, size=n)
+
+
+def rows(X, Y, w, centred):
+    mx = w @ X / w.sum() if centred else np.zeros(X.shape[1])
+    my = w @ Y / w.sum() if centred else np.zeros(Y.shape[1])
+    root = np.sqrt(w)[:, None]
+    return (X - mx) * root, (Y - my) * root, X - mx
+
+
+@pytest.mark.parametrize("n, d_x, d_y", SHAPES)
+@pytest.mark.parametrize(
+    "params", [{}, {"center": False}, {"scale": True}, {"scale": False, "allow_reflection": False}]
+)
+def test_procrustes_equals_the_dense_route(n, d_x, d_y, params):
+    X, Y, w = planted(n, d_x, d_y)
+    aligner = OrthogonalProcrustesAligner(**params).fit(X, Y, sample_weight=w)
+    A, B, Xc = rows(X, Y, w, aligner.center)
+    W, S, signs = procrustes_from_cross(A.T @ B, allow_reflection=aligner.allow_reflection)
+    np.testing.assert_allclose(aligner.singular_values_, S, atol=1e-9 * S[0])
+    # The pairs fix the map on the rows' span: equal there; orthonormal everywhere.
+    np.testing.assert_allclose(Xc @ aligner.W_, Xc @ W, atol=1e-8)
+    small = min(d_x, d_y)
+    gram = aligner.W_ @ aligner.W_.T if d_x <= d_y else aligner.W_.T @ aligner.W_
+    np.testing.assert_allclose(gram, np.eye(small), atol=1e-10)
+    if d_x == d_y and not aligner.allow_reflection:
+        assert np.linalg.det(aligner.W_) == pytest.approx(1.0)
+    sq = (A * A).sum()
+    expected = {"spread": np.sqrt((B * B).sum() / sq), True: (signs @ S) / sq, False: 1.0}
+    assert aligner.scale_ == pytest.approx(expected[aligner.scale], rel=1e-9)
+
+
+def test_procrustes_recovers_a_planted_rotation_from_few_pairs():
+    X, _, _ = planted(40, 64, 64)
+    Q = ortho_group.rvs(64, random_state=3)
+    aligner = OrthogonalProcrustesAligner(center=False, scale=False).fit(X, X @ Q)
+    np.testing.assert_allclose(aligner.transform(X), X @ Q, atol=1e-9)
+
+
+def test_directions_no_pair_spans_are_left_in_place():
+    X, Y, _ = planted(10, 30, 30)
+    aligner = OrthogonalProcrustesAligner(center=False).fit(X, Y)
+    # A direction orthogonal to both spans is mapped by the identity.
+    basis = np.linalg.qr(np.vstack([X, Y]).T, mode="complete")[0][:, 20:]
+    np.testing.assert_allclose(basis.T @ aligner.W_, basis.T, atol=1e-10)
+
+
+def test_rotation_onto_handles_shared_directions():
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.normal(size=(9, 6)))[0]
+    U, V = Q[:, :3], np.column_stack([Q[:, 0], Q[:, 3:5]])  # first column shared
+    W = _rotation_onto(U, V, 9, 9, proper=True)
+    np.testing.assert_allclose(U.T @ W, V.T, atol=1e-12)
+    np.testing.assert_allclose(W @ W.T, np.eye(9), atol=1e-12)
+    assert np.linalg.det(W) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("n, d_x, d_y", SHAPES)
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"normalize": False, "center": False}, {"reweight": 0.5, "dewhiten": "source"}],
+)
+def test_whitening_equals_the_dense_route(n, d_x, d_y, params):
+    X, Y, w = planted(n, d_x, d_y, seed=1)
+    aligner = WhitenedProcrustesAligner(**params).fit(X, Y, sample_weight=w)
+    Xn, Yn = (unit_rows(X), unit_rows(Y)) if aligner.normalize else (X, Y)
+    A, B, _ = rows(Xn, Yn, w, aligner.center)
+    rtol = np.finfo(np.float64).eps * max(d_x, d_y, np.sqrt(n))
+    ref = multi_step_map(
+        A.T @ A, B.T @ B, A.T @ B, whiten=True, reweight=aligner.reweight,
+        dewhiten=aligner.dewhiten, n_components=None, rtol=rtol,
+    )  # fmt: skip
+    np.testing.assert_allclose(aligner.W_, ref.W, atol=1e-8 * np.abs(ref.W).max())
+    np.testing.assert_allclose(aligner.singular_values_, ref.singular_values, atol=1e-8)
+
+
+@pytest.mark.parametrize("n, d_x, d_y", SHAPES)
+@pytest.mark.parametrize("params", [{}, {"alpha": 0.5}, {"fit_intercept": False}])
+def test_ridge_equals_the_dense_route(n, d_x, d_y, params):
+    X, Y, w = planted(n, d_x, d_y, seed=2)
+    aligner = AffineAligner(**params).fit(X, Y, sample_weight=w)
+    A, B, _ = rows(X, Y, w, aligner.fit_intercept)
+    rtol = np.finfo(np.float64).eps * max(d_x, np.sqrt(n))
+    W = least_squares_from_gram(A.T @ A, A.T @ B, aligner.alpha, rtol=rtol)
+    np.testing.assert_allclose(aligner.W_, W, atol=1e-8 * np.abs(W).max())
+
+
+@pytest.mark.parametrize("cls", [OrthogonalProcrustesAligner, AffineAligner])
+def test_partial_fit_after_a_wide_fit_merges_exactly(cls):
+    X, Y, _ = planted(60, 40, 30)
+    merged = cls().fit(X[:20], Y[:20]).partial_fit(X[20:], Y[20:])
+    whole = cls().fit(X, Y)
+    np.testing.assert_allclose(merged.W_, whole.W_, atol=1e-9)
+    np.testing.assert_allclose(merged.transform(X), whole.transform(X), atol=1e-9)
