@@ -152,6 +152,11 @@ class AffineAligner(ClosedFormAligner):
     give the minimum-norm answer); that cut-off sits near cond(X) ~ 1e6.  For X worse
     conditioned than that, whiten or reduce X first, or use ``alpha > 0``.
 
+    With fewer rows than X has columns (and ``rank=None``), ``fit`` solves in the row
+    space instead: ``X_c^T (X_c X_c^T + alpha I)^-1 Y_c`` from thin QR factors, the same
+    answer with n x n algebra.  Without ridge, fewer pairs than ``max(d_x, d_y)`` (+1
+    with an intercept) warn with :class:`~sklearn_compat.UnderdeterminedFitWarning`.
+
     Examples
     --------
     >>> import numpy as np

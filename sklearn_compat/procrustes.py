@@ -155,7 +155,13 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     ``skops.io.load(path, trusted=["sklearn_compat.procrustes.OrthogonalProcrustesAligner"])``.
 
     When d_x != d_y, the map solves the problem with the smaller side zero-padded to
-    the larger width; the scale is optimal for that problem.  When d_x > d_y,
+    the larger width; the scale is optimal for that problem.
+
+    With fewer rows than dimensions (n < d_x or n < d_y), ``fit`` and ``partial_fit``
+    solve in the row space (thin QR factors, an n x n SVD; no d x d matrix), and
+    directions that no pair spans are left in place by the map (docs/methods.md, "Wide
+    data").  Fewer pairs than ``min(d_x, d_y)`` (+1 when centred) warn with
+    :class:`~sklearn_compat.UnderdeterminedFitWarning`.  When d_x > d_y,
     ``inverse_transform`` recovers the part of X that the map keeps.
 
     References

@@ -100,7 +100,10 @@ class WhitenedProcrustesAligner(BaseAligner):
     roots, which need the precision) chunk by chunk, so Dask arrays are reduced blockwise
     on the cluster like :class:`AffineAligner`'s.  Directions whose covariance eigenvalue
     is at most ``max(d, sqrt(n)) * eps`` times the largest count as absent (the
-    pseudo-inverse square root), so fewer rows than features are no error.
+    pseudo-inverse square root), so fewer rows than features are no error: with
+    ``whiten=True`` such fits are solved in the row space (thin QR factors, n x n
+    algebra, no d x d covariance), and fewer pairs than ``d_x + d_y`` (+1 when centred)
+    warn with :class:`~sklearn_compat.UnderdeterminedFitWarning`.
 
     Examples
     --------

@@ -125,3 +125,18 @@ def test_partial_fit_after_a_wide_fit_merges_exactly(cls):
     whole = cls().fit(X, Y)
     np.testing.assert_allclose(merged.W_, whole.W_, atol=1e-9)
     np.testing.assert_allclose(merged.transform(X), whole.transform(X), atol=1e-9)
+
+
+def test_partial_fit_of_wide_batches_stays_thin_and_equals_fit():
+    X, Y, w = planted(40, 64, 48)
+    aligner = OrthogonalProcrustesAligner()
+    for start in range(0, 40, 8):
+        rows = slice(start, start + 8)
+        aligner.partial_fit(X[rows], Y[rows], sample_weight=w[rows])
+    assert aligner._moments_state["cross"] is None  # no d x d statistic was formed
+    whole = OrthogonalProcrustesAligner().fit(X, Y, sample_weight=w)
+    np.testing.assert_allclose(aligner.transform(X), whole.transform(X), atol=1e-9)
+    np.testing.assert_allclose(aligner.singular_values_, whole.singular_values_, atol=1e-9)
+    assert aligner.scale_ == pytest.approx(whole.scale_, rel=1e-12)
+    with pytest.raises(ValueError, match="features"):
+        aligner.partial_fit(X[:8, :10], Y[:8])

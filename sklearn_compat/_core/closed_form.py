@@ -12,7 +12,15 @@ from .base import BaseAligner
 from .few_pairs import warn_if_few_pairs
 from .moments import PairMoments
 from .pair_stats import batch_moments
-from .row_space import full_moments, is_wide, moments_state, row_stats
+from .row_space import (
+    full_moments,
+    is_wide,
+    merge_thin,
+    moments_state,
+    row_stats,
+    state_stats,
+    thin_width,
+)
 from .validation import pick_target
 
 __all__ = ["ClosedFormAligner"]
@@ -99,6 +107,8 @@ class ClosedFormAligner(BaseAligner):
             self._moments_state = moments_state(stats, need_gram=options.get("need_gram"))
             self.n_samples_seen_ = stats.n_rows
             return self
+        if not reset and self._merges_thin(X, Y, sample_weight):
+            return self._update_thin(X, Y, sample_weight)
         previous = None if reset else PairMoments(**full_moments(self._moments_state))
         if previous is not None:
             self._check_continuation(previous)
@@ -114,6 +124,26 @@ class ClosedFormAligner(BaseAligner):
         n_samples_seen = n_rows + (0 if reset else self.n_samples_seen_)
         self._solve(batch, n_samples_seen)
         self._moments_state = vars(batch).copy()
+        self.n_samples_seen_ = n_samples_seen
+        return self
+
+    def _merges_thin(self, X, Y, sample_weight):
+        """Whether a partial_fit batch can be merged into thin statistics and stay thin."""
+        width = thin_width(self._moments_state)
+        if width is None or not self._solves_wide() or "gram_root" in self._moments_state:
+            return False
+        rows = getattr(X, "shape", (None,))[0]
+        d = max(self.n_features_in_, self.n_targets_)
+        return is_wide(X, Y, sample_weight) and rows is not None and width + rows + 1 < d
+
+    def _update_thin(self, X, Y, sample_weight):
+        previous = self._moments_state
+        self._check_continuation(PairMoments(**full_moments({**previous, "cross_left": None})))
+        stats = row_stats(self, X, Y, sample_weight, centered=previous["centered"], reset=False)
+        merged = merge_thin(previous, moments_state(stats, need_gram=False))
+        n_samples_seen = self.n_samples_seen_ + stats.n_rows
+        self._solve(state_stats(merged, n_samples_seen), n_samples_seen)
+        self._moments_state = merged
         self.n_samples_seen_ = n_samples_seen
         return self
 

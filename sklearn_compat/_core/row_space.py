@@ -30,6 +30,9 @@ __all__ = [
     "thin_whitened",
     "moments_state",
     "full_moments",
+    "merge_thin",
+    "state_stats",
+    "thin_width",
 ]
 
 # Relative size below which a singular value counts as zero (rounding level of float64
@@ -87,9 +90,9 @@ class RowStats:
     n_rows: int
 
 
-def row_stats(estimator, X, Y, sample_weight, *, centered, normalize=False):
-    """Validate a wide pair for ``estimator`` (``reset``) and factor its rows (float64)."""
-    X, Y = estimator._validate_pair(X, Y, reset=True)
+def row_stats(estimator, X, Y, sample_weight, *, centered, normalize=False, reset=True):
+    """Validate a wide pair for ``estimator`` and factor its rows (float64)."""
+    X, Y = estimator._validate_pair(X, Y, reset=reset)
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     if normalize:
@@ -251,6 +254,50 @@ def moments_state(stats, *, need_gram):
         _, s, Vt = _svd(x.L)
         state["gram_root"] = x.lift(Vt.T * s)
     return state
+
+
+def merge_thin(state, batch):
+    """Chan et al.'s merge of two thin states (see :func:`moments_state`), kept thin: the
+    factors of the union's cross product are the two sets of factors side by side, plus
+    one rank-one term for the spread between the means."""
+    total = state["weight"] + batch["weight"]
+    share = batch["weight"] / total
+    delta_x, delta_y = batch["mean_x"] - state["mean_x"], batch["mean_y"] - state["mean_y"]
+    merged = dict(state)
+    merged.update(
+        weight=total,
+        mean_x=state["mean_x"] + share * delta_x,
+        mean_y=state["mean_y"] + share * delta_y,
+        sq_x=state["sq_x"] + batch["sq_x"],
+        sq_y=state["sq_y"] + batch["sq_y"],
+    )
+    left = [state["cross_left"], batch["cross_left"]]
+    right = [state["cross_right"], batch["cross_right"]]
+    if state["centered"]:
+        factor = state["weight"] * share
+        left.append(factor * delta_x[:, None])
+        right.append(delta_y[:, None])
+        merged["sq_x"] += factor * float(delta_x @ delta_x)
+        merged["sq_y"] += factor * float(delta_y @ delta_y)
+    merged["cross_left"], merged["cross_right"] = np.hstack(left), np.hstack(right)
+    return merged
+
+
+def state_stats(state, n_rows):
+    """:class:`RowStats` whose cross product is a thin state's ``left @ right.T`` (what
+    :func:`thin_procrustes` needs; not the rows themselves)."""
+    sides = []
+    for factor in (state["cross_left"], state["cross_right"]):
+        Q, T = scipy.linalg.qr(factor, mode="economic", check_finite=False)
+        sides.append(Side(T.T, Q, factor.shape[0]))
+    fields = ("weight", "mean_x", "mean_y", "sq_x", "sq_y", "centered")
+    return RowStats(*sides, *(state[f] for f in fields), n_rows)
+
+
+def thin_width(state):
+    """Columns of a thin state's cross factors (None for a dense state)."""
+    left = state.get("cross_left")
+    return None if left is None else left.shape[1]
 
 
 def full_moments(state):
