@@ -147,31 +147,35 @@ def _rotation_onto(U, V, d_x, d_y, *, proper):
     With ``D = V - U = P S R^T``, the orthogonal ``G^T = I + P M P^T`` with
     ``M = (S^-1 K S^-1 - I/2)^-1``, ``K`` the skew part of ``R^T D^T U R``, satisfies
     ``G^T U = V`` (directions with ``S = 0`` are shared by U and V and stay in place) and
-    is orthogonal for any skew ``K``.  ``R`` and ``S`` come from the small Gram matrix
-    ``D^T D = 2 I - U^T V - V^T U`` when its eigenvalues are all well above rounding (the
-    common case: two GEMMs and an r x r eigh); when U and V nearly share a direction,
-    from the SVD of ``D`` itself, which keeps those directions exact.  ``G = I + D Z D^T``
-    is then formed with one rank-r product.  ``det(G) = (-1)^r``; ``proper`` (a square
-    map) adds a reflection orthogonal to ``U`` when that is -1.
+    is orthogonal for any skew ``K``; it equals ``I + D (U^T D)^-1 D^T``.  When the
+    eigenvalues of ``D^T D = 2 I - U^T V - V^T U`` are all well above rounding (the
+    common case) that short form is used (an r x r inverse); when U and V nearly share a
+    direction, ``P``, ``S``, ``R`` come from the SVD of ``D`` itself, which keeps those
+    directions exact.  ``G`` is then formed with one rank-r product.  ``det(G) = (-1)^r``
+    (r the directions moved); ``proper`` (a square map) adds a reflection orthogonal to
+    ``U`` when that is -1.
     """
     size, r = max(d_x, d_y), U.shape[1]
     D = _pad_rows(V, size) - _pad_rows(U, size)
     C = U[: min(d_x, d_y)].T @ V[: min(d_x, d_y)]  # U^T V of the padded bases
-    evals, R = scipy.linalg.eigh(2.0 * np.eye(r) - C - C.T, check_finite=False)
-    if r and evals[0] > 1e-6:
-        S = np.sqrt(evals)
+    gram = 2.0 * np.eye(r) - C - C.T  # D^T D
+    if r and scipy.linalg.eigvalsh(gram, check_finite=False)[0] > 1e-4:
+        # Well conditioned: the formula collapses to Z = (U^T D)^-1 = (C - I)^-1.
+        Z = np.linalg.inv(C - np.eye(r))
+        moved = r
     else:
         _, S, Rt = _svd(D)
         keep = S > 1e-9
         S, R = S[keep], Rt[keep].T
-    N = R.T @ (C.T - np.eye(r)) @ R  # R^T D^T U R, as D^T U = V^T U - I
-    K = (N - N.T) / 2
-    M = np.linalg.inv(K / S[:, None] / S[None, :] - np.eye(len(S)) / 2)
-    # G = I + P M^T P^T with P = D R / S: the map is its top-left (d_x, d_y) block.
-    Z = (R / S) @ M.T @ (R / S).T
+        N = R.T @ (C.T - np.eye(r)) @ R  # R^T D^T U R, as D^T U = V^T U - I
+        K = (N - N.T) / 2
+        M = np.linalg.inv(K / S[:, None] / S[None, :] - np.eye(len(S)) / 2)
+        Z = (R / S) @ M.T @ (R / S).T
+        moved = len(S)
+    # G = I + D Z D^T (= I + P M^T P^T with P = D R / S): the map is its top-left block.
     W = (D[:d_x] @ Z) @ D[:d_y].T
     W[np.arange(min(d_x, d_y)), np.arange(min(d_x, d_y))] += 1.0
-    if proper and d_x == d_y and len(S) % 2 == 1:
+    if proper and d_x == d_y and moved % 2 == 1:
         # A reflection of a direction e orthogonal to U (one exists: U has fewer columns
         # than rows here) keeps G^T U = V and makes det(W) = +1.
         j = int(np.argmin(np.einsum("ij,ij->i", U, U)))
