@@ -88,6 +88,7 @@ class RowStats:
     sq_y: float
     centered: bool
     n_rows: int
+    cross_factors: tuple | None = None
 
 
 def row_stats(estimator, X, Y, sample_weight, *, centered, normalize=False, reset=True):
@@ -143,24 +144,38 @@ def _rotation_onto(U, V, d_x, d_y, *, proper):
     """The (d_x, d_y) map with orthonormal rows or columns that sends ``U``'s columns to
     ``V``'s and moves nothing orthogonal to both (both zero-padded to ``max(d_x, d_y)``).
 
-    With ``D = V - U = P S R^T`` (thin SVD), the orthogonal ``G^T = I + P M P^T`` with
+    With ``D = V - U = P S R^T``, the orthogonal ``G^T = I + P M P^T`` with
     ``M = (S^-1 K S^-1 - I/2)^-1``, ``K`` the skew part of ``R^T D^T U R``, satisfies
-    ``G^T U = V`` and is orthogonal for any skew ``K`` (so rounding never breaks it); it
-    is formed with one rank-r product.  ``det(G) = (-1)^r``; ``proper`` (a square map)
-    adds a reflection orthogonal to ``U`` when that is -1.
+    ``G^T U = V`` (directions with ``S = 0`` are shared by U and V and stay in place) and
+    is orthogonal for any skew ``K``; it equals ``I + D (U^T D)^-1 D^T``.  When the
+    eigenvalues of ``D^T D = 2 I - U^T V - V^T U`` are all well above rounding (the
+    common case) that short form is used (an r x r inverse); when U and V nearly share a
+    direction, ``P``, ``S``, ``R`` come from the SVD of ``D`` itself, which keeps those
+    directions exact.  ``G`` is then formed with one rank-r product.  ``det(G) = (-1)^r``
+    (r the directions moved); ``proper`` (a square map) adds a reflection orthogonal to
+    ``U`` when that is -1.
     """
-    size = max(d_x, d_y)
-    U, V = _pad_rows(U, size), _pad_rows(V, size)
-    P, S, Rt = _svd(V - U)
-    keep = S > 1e-9
-    P, S, R = P[:, keep], S[keep], Rt[keep].T
-    N = R.T @ ((V - U).T @ U) @ R
-    K = (N - N.T) / 2
-    M = np.linalg.inv(K / S[:, None] / S[None, :] - np.eye(len(S)) / 2)
-    # G = I + P M^T P^T; the map is its top-left (d_x, d_y) block.
-    W = (P[:d_x] @ M.T) @ P[:d_y].T
+    size, r = max(d_x, d_y), U.shape[1]
+    D = _pad_rows(V, size) - _pad_rows(U, size)
+    C = U[: min(d_x, d_y)].T @ V[: min(d_x, d_y)]  # U^T V of the padded bases
+    gram = 2.0 * np.eye(r) - C - C.T  # D^T D
+    if r and scipy.linalg.eigvalsh(gram, check_finite=False)[0] > 1e-4:
+        # Well conditioned: the formula collapses to Z = (U^T D)^-1 = (C - I)^-1.
+        Z = np.linalg.inv(C - np.eye(r))
+        moved = r
+    else:
+        _, S, Rt = _svd(D)
+        keep = S > 1e-9
+        S, R = S[keep], Rt[keep].T
+        N = R.T @ (C.T - np.eye(r)) @ R  # R^T D^T U R, as D^T U = V^T U - I
+        K = (N - N.T) / 2
+        M = np.linalg.inv(K / S[:, None] / S[None, :] - np.eye(len(S)) / 2)
+        Z = (R / S) @ M.T @ (R / S).T
+        moved = len(S)
+    # G = I + D Z D^T (= I + P M^T P^T with P = D R / S): the map is its top-left block.
+    W = (D[:d_x] @ Z) @ D[:d_y].T
     W[np.arange(min(d_x, d_y)), np.arange(min(d_x, d_y))] += 1.0
-    if proper and d_x == d_y and len(S) % 2 == 1:
+    if proper and d_x == d_y and moved % 2 == 1:
         # A reflection of a direction e orthogonal to U (one exists: U has fewer columns
         # than rows here) keeps G^T U = V and makes det(W) = +1.
         j = int(np.argmin(np.einsum("ij,ij->i", U, U)))
@@ -178,6 +193,7 @@ def thin_procrustes(stats, *, allow_reflection):
     Uk, S, Vkt = _svd(x.L.T @ y.L)
     rank = int(np.sum(S > _RTOL * S[0])) if S.size and S[0] > 0 else 0
     U, V = x.lift(Uk[:, :rank]), y.lift(Vkt[:rank].T)
+    stats.cross_factors = (U * S[:rank], V)  # the cross product, for moments_state
     W = _rotation_onto(U, V, x.width, y.width, proper=not allow_reflection)
     values = np.zeros(min(x.width, y.width))
     values[: S.size] = S[: values.size]
@@ -237,7 +253,9 @@ def moments_state(stats, *, need_gram):
     Gram) kept as thin factors ``left @ right.T``, so that no d x d matrix is formed
     unless a later ``partial_fit`` merges more rows (see :func:`full_moments`)."""
     x, y = stats.x, stats.y
-    Uc, S, Vct = _svd(x.L.T @ y.L)
+    if stats.cross_factors is None:
+        right = y.Q if y.Q is not None else np.eye(y.width)
+        stats.cross_factors = (x.lift(x.L.T @ y.L), right)
     state = {
         "weight": stats.weight,
         "mean_x": stats.mean_x,
@@ -247,8 +265,8 @@ def moments_state(stats, *, need_gram):
         "centered": stats.centered,
         "cross": None,
         "gram_x": None,
-        "cross_left": x.lift(Uc * S),
-        "cross_right": y.lift(Vct.T),
+        "cross_left": stats.cross_factors[0],
+        "cross_right": stats.cross_factors[1],
     }
     if need_gram:
         _, s, Vt = _svd(x.L)
