@@ -23,6 +23,7 @@ import glob
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -353,6 +354,41 @@ def _check_extra(extra_columns, columns, path):
             raise InputError(f"no column {name!r}", path=path)
 
 
+# The name pandas gives a CSV column with an empty header: the index ``df.to_csv()``
+# writes first by default (also kept as a header when such a file is read and re-written).
+_UNNAMED_INDEX = "Unnamed: 0"
+
+
+def _pandas_index_column(sample, columns, spec, path):
+    """The leading column that holds the pandas index ``df.to_csv()`` wrote, or None.
+
+    ``to_csv`` writes the index first unless ``index=False``: with an empty header (read as
+    ``Unnamed: 0``) for an unnamed index, whatever its values, or under its name for a
+    named one.  A named leading column is taken for an index only when it looks like a
+    ``RangeIndex`` (integers rising by one, from any start) and the embedding columns are
+    not chosen by name (``--prefix``, ``--pattern``); an embedding dimension never looks
+    like that.  It is never an embedding column, and the caller is told once.
+    """
+    name = columns[0]
+    if name == spec.id_column or len(columns) < 2:
+        return None
+    if name == _UNNAMED_INDEX:
+        kind = "unnamed"
+    else:
+        values = sample[name]
+        steps = np.diff(values.to_numpy()) if pd.api.types.is_integer_dtype(values) else []
+        if spec.prefix or spec.pattern or len(values) < 3 or not (np.asarray(steps) == 1).all():
+            return None
+        kind = "named"
+    warnings.warn(
+        f"{path}: the first column {name!r} is the {kind} pandas index that df.to_csv() "
+        "writes, not an embedding dimension; it is ignored (write with index=False to "
+        "leave it out)",
+        stacklevel=3,
+    )
+    return name
+
+
 # ====================================================================== CSV
 class _CsvReader(TableReader):
     """CSV through pandas.  Ids are read as text, exactly as written in the file.
@@ -400,7 +436,9 @@ class _CsvReader(TableReader):
             and sample[c].dropna().astype(str).str.lstrip().str.startswith("[").all()
             and sample[c].notna().any()
         ]
-        spec = spec.excluding(extra_columns)
+        self.index_column = _pandas_index_column(sample, columns, spec, path)
+        index = () if self.index_column is None else (self.index_column,)
+        spec = spec.excluding(tuple(extra_columns) + index)
         self.form, chosen = spec.select(numeric, list_like, path, columns)
         if self.form == "list":
             self.list_column = chosen
