@@ -283,3 +283,28 @@ def test_chroma_flow_with_resume(chroma_db, monkeypatch, capsys):
     expected = _python_transform(tmp, X[order])
     np.testing.assert_allclose(np.asarray(got["embeddings"]), expected, atol=1e-4)
     assert client.get_collection("new").count() == N
+
+
+def _readme_store_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## From a vector store", 1)[1].split("```bash\n", 1)[1]
+    block = block.split("```", 1)[0].replace("\\\n", " ")
+    lines = [line.strip() for line in block.splitlines()]
+    return [line.split()[1:] for line in lines if line.startswith("sklearn-compat ")]
+
+
+def test_readme_vector_store_commands_run_as_written(tmp_path, monkeypatch, capsys):
+    """The README's three commands: fit from pairs, migrate with the gate, rollback."""
+    X, Y, ids = _pairs(n=300)
+    db = lancedb.connect(tmp_path / "db")
+    db.create_table("items_new", pa.table({"id": ids, "vector": _vectors(X)}))
+    db.create_table("items", pa.table({"id": ids, "vector": _vectors(Y)}))
+    monkeypatch.chdir(tmp_path)
+    commands = _readme_store_commands()
+    assert [c[0] for c in commands] == ["fit", "transform", "rollback"]
+    for argv in commands:
+        assert main(argv) == 0, capsys.readouterr().err
+    table = lancedb.connect(tmp_path / "db").open_table("items")
+    restored = np.stack(table.to_arrow().column("vector").to_numpy(zero_copy_only=False))
+    np.testing.assert_array_equal(restored, Y)
+    assert len(table.list_versions()) == 3  # created, migrated, restored
