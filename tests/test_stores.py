@@ -308,3 +308,26 @@ def test_readme_vector_store_commands_run_as_written(tmp_path, monkeypatch, caps
     restored = np.stack(table.to_arrow().column("vector").to_numpy(zero_copy_only=False))
     np.testing.assert_array_equal(restored, Y)
     assert len(table.list_versions()) == 3  # created, migrated, restored
+
+
+def test_table_writer_and_encode_write_stores(tmp_path, capsys):
+    """``write_table`` and ``encode`` write a LanceDB table and a Chroma collection whole."""
+    pytest.importorskip("chromadb")
+    from sklearn_compat.io import ColumnSpec, OutputLayout, read_table, write_table
+
+    X, _, ids = _pairs(n=50)
+    layout = OutputLayout("list", width=D, id_column="id", list_column="vector")
+    with pytest.raises(ValueError, match="not a Chroma collection name"):
+        write_table(f"{tmp_path / 'chroma'}::t", ids, X, layout)
+    for path in (tmp_path / "db" / "t.lance", f"{tmp_path / 'chroma'}::items"):
+        (tmp_path / "db").mkdir(exist_ok=True)
+        write_table(path, ids, X, layout)
+        reader, table = read_table(path, ColumnSpec(id_column="id"))
+        assert table.ids.tolist() == ids.tolist()
+        np.testing.assert_allclose(table.X, X, atol=1e-6)
+        with pytest.raises(ValueError, match="already exists"):
+            write_table(path, ids, X, layout)
+    argv = ["encode", "--input", str(tmp_path / "db" / "t.lance"), "--id-column", "id"]
+    argv += ["--n-anchors", "4", "--output", str(tmp_path / "db" / "enc.lance")]
+    assert main(argv) == 0
+    assert lancedb.connect(tmp_path / "db").open_table("enc").count_rows() == 50

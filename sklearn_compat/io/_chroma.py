@@ -11,13 +11,14 @@ finished with ``resume``.
 
 import json
 import os
+import re
 
 import numpy as np
 
 from ._common import CHROMA_SEPARATOR, InputError
 from ._table_reader import Batch, TableReader
 
-__all__ = ["ChromaReader", "ChromaMigration", "split_chroma_path"]
+__all__ = ["ChromaReader", "ChromaMigration", "ChromaSink", "split_chroma_path"]
 
 # Name ending of the staging collection; collection metadata key of a migration (JSON).
 STAGING_SUFFIX = ".partial"
@@ -43,6 +44,19 @@ def split_chroma_path(path):
             path=path,
         )
     return directory, name
+
+
+# Chroma's rule for collection names (checked before any work, not at the final rename).
+_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,500}[a-zA-Z0-9]")
+
+
+def _check_name(name, path):
+    if not _NAME.fullmatch(name):
+        raise InputError(
+            f"{name!r} is not a Chroma collection name (3-502 characters from "
+            "a-z A-Z 0-9 . _ -, starting and ending with a letter or digit)",
+            path=path,
+        )
 
 
 def _client(directory, path, create=False):
@@ -132,6 +146,7 @@ class ChromaMigration:
             )
         self.reader = reader
         directory, self.name = split_chroma_path(output)
+        _check_name(self.name, output)
         self.target = output
         self.client = _client(directory, output, create=True)
         self.staging = f"{directory}{CHROMA_SEPARATOR}{self.name}{STAGING_SUFFIX}"
@@ -220,3 +235,48 @@ class ChromaMigration:
             self.client.delete_collection(self.name)
         self.collection.modify(name=self.name)
         return f"wrote the Chroma collection {self.target} ({n} rows)"
+
+
+class ChromaSink:
+    """A new Chroma collection written batch by batch (ids and embeddings), staged as
+    ``NAME.partial`` and renamed on :meth:`commit` (for
+    :class:`~sklearn_compat.io.TableWriter`)."""
+
+    def __init__(self, path, layout, *, force=False):
+        directory, self.name = split_chroma_path(path)
+        _check_name(self.name, path)
+        self.path = path
+        self.client = _client(directory, path, create=True)
+        names = {getattr(c, "name", c) for c in self.client.list_collections()}
+        if self.name in names and not force:
+            raise InputError("already exists (pass --force to replace it)", path=path)
+        self.staging = self.name + STAGING_SUFFIX
+        if self.staging in names:
+            self.client.delete_collection(self.staging)
+        self.collection = self.client.create_collection(self.staging, embedding_function=None)
+        self.limit = self.client.get_max_batch_size()
+        self.rows = 0
+
+    def write(self, ids, Z):
+        Z = np.asarray(Z, dtype=np.float32)
+        if ids is None:
+            ids = np.arange(self.rows, self.rows + len(Z))
+        ids = [str(i) for i in np.asarray(ids).tolist()]
+        for i in range(0, len(Z), self.limit):
+            self.collection.add(ids=ids[i : i + self.limit], embeddings=Z[i : i + self.limit])
+        self.rows += len(Z)
+
+    def close(self):
+        pass
+
+    def commit(self):
+        names = {getattr(c, "name", c) for c in self.client.list_collections()}
+        if self.name in names:
+            self.client.delete_collection(self.name)
+        self.collection.modify(name=self.name)
+
+    def abort(self):
+        try:
+            self.client.delete_collection(self.staging)
+        except Exception:  # noqa: BLE001 - already gone
+            pass

@@ -20,7 +20,7 @@ import numpy as np
 from ._arrow import ArrowTableReader
 from ._common import InputError
 
-__all__ = ["LanceReader", "LanceMigration", "rollback_lance", "MIGRATION_KEY"]
+__all__ = ["LanceReader", "LanceMigration", "LanceSink", "rollback_lance", "MIGRATION_KEY"]
 
 # Schema metadata key holding what a staged or finished migration was (JSON).
 MIGRATION_KEY = b"sklearn_compat.migration"
@@ -339,3 +339,52 @@ def rollback_lance(path, to_version=None):
         f"stay in version {current}: sklearn-compat rollback --table {path} --to-version "
         f"{current} brings them back"
     )
+
+
+class LanceSink:
+    """A new LanceDB table written batch by batch (ids and one vector column), staged as
+    ``NAME.lance.partial`` and renamed into place on :meth:`commit` (for
+    :class:`~sklearn_compat.io.TableWriter`)."""
+
+    def __init__(self, path, layout, *, force=False):
+        self.lance = import_lance()
+        self.path = path.rstrip("/" + os.sep)
+        self.staging = self.path + STAGING_SUFFIX
+        self.layout = layout
+        if os.path.exists(self.path) and not force:
+            raise InputError("already exists (pass --force to replace it)", path=self.path)
+        if not os.path.isdir(os.path.dirname(os.path.abspath(self.path))):
+            raise InputError("the database directory does not exist", path=self.path)
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self.schema = None
+
+    def write(self, ids, Z):
+        import pyarrow as pa
+
+        Z = np.ascontiguousarray(Z, dtype=np.float32)
+        arrays = [pa.FixedSizeListArray.from_arrays(pa.array(Z.reshape(-1)), Z.shape[1])]
+        names = [self.layout.list_column]
+        if self.layout.id_column is not None:
+            ids = np.asarray(ids)
+            arrays.insert(0, pa.array(ids.astype(str) if ids.dtype.kind in "OSU" else ids))
+            names.insert(0, self.layout.id_column)
+        table = pa.table(arrays, names=names)
+        mode = "create" if self.schema is None else "append"
+        self.schema = self.schema or table.schema
+        self.lance.write_dataset(table.cast(self.schema), self.staging, mode=mode)
+
+    def close(self):
+        if self.schema is None:  # no rows: an empty table with the right columns
+            self.write(np.empty(0, dtype=object), np.empty((0, self.layout.width)))
+
+    def commit(self):
+        old = None
+        if os.path.exists(self.path):
+            old = self.path + ".replaced"
+            os.rename(self.path, old)
+        os.rename(self.staging, self.path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def abort(self):
+        shutil.rmtree(self.staging, ignore_errors=True)
