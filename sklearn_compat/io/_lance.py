@@ -24,6 +24,8 @@ __all__ = ["LanceReader", "LanceMigration", "LanceSink", "rollback_lance", "MIGR
 
 # Schema metadata key holding what a staged or finished migration was (JSON).
 MIGRATION_KEY = b"sklearn_compat.migration"
+# Rows per read of a row range (see LanceReader.record_batches).
+_READ_ROWS = 4096
 # Name ending of the staging table beside the destination.
 STAGING_SUFFIX = ".partial"
 
@@ -86,14 +88,24 @@ class LanceReader(ArrowTableReader):
         return cols + [c for c in self.extra_columns if c not in cols]
 
     def record_batches(self, batch_size, offset=0, columns=None):
-        """Arrow record batches of at most ``batch_size`` rows from row ``offset`` on."""
-        yield from self.dataset.to_batches(
-            columns=columns or self._columns_to_read(),
-            batch_size=batch_size,
-            offset=offset or None,
-            batch_readahead=1,
-            fragment_readahead=1,
-        )
+        """Arrow record batches of ``batch_size`` rows (the last may be shorter) from row
+        ``offset`` on, in the table's order."""
+        import pyarrow as pa
+
+        columns = columns or self._columns_to_read()
+        # Lance's scanner holds several times its batch in buffers (240 MB for batches of
+        # 16k rows of 256 floats); reading row ranges of _READ_ROWS rows and gathering
+        # them holds about one batch.
+        step = min(batch_size, _READ_ROWS)
+        for start in range(offset, self.n_rows, batch_size):
+            stop = min(start + batch_size, self.n_rows)
+            parts = [
+                self.dataset.to_table(columns=columns, offset=at, limit=min(step, stop - at))
+                for at in range(start, stop, step)
+            ]
+            table = pa.concat_tables(parts).combine_chunks()
+            del parts
+            yield from table.to_batches(max_chunksize=batch_size)
 
     def _batches(self, batch_size, offset=0):
         start = offset
