@@ -231,7 +231,10 @@ def test_sigterm_mid_migration_then_resume(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode in (143, -signal.SIGTERM), err
-    assert "Traceback" not in err and "--resume" in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("sklearn-compat: error: terminated (SIGTERM); "), err
+    assert f"of {n} rows are staged" in lines[0] and "--resume" in lines[0], err
     assert not out.exists()
     assert main(command[3:-1] + ["--resume", "--no-progress"]) == 0
     done = lancedb.connect(tmp_path / "db").open_table("out").to_arrow()

@@ -7,7 +7,10 @@ is finished by the same command with ``--resume``.
 """
 
 import hashlib
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 from ..io._common import STORES, InputError, table_format
 from ..io._read import open_table
@@ -165,13 +168,17 @@ def run_store_transform(args, model, spec):
     if migration.done:
         _log(f"resuming: {migration.done} of {reader.n_rows} rows already migrated")
     try:
-        with tools._progress(reader.n_rows, args.no_progress) as bar:
+        with (
+            tools._progress(reader.n_rows, args.no_progress) as bar,
+            _stop_between_batches() as stop,
+        ):
             bar.update(migration.done)
             for batch, raw in migration.batches(args.rows_per_batch):
                 Z = tools._map_batch(model, batch, reader, columns)
                 migration.write(raw, Z)
                 bar.update(len(batch))
                 del batch, raw, Z
+                stop()
     except KeyboardInterrupt as exc:
         if migration.done:
             exc.outcome = (
@@ -181,6 +188,38 @@ def run_store_transform(args, model, spec):
         raise
     _log(migration.finish(_log))
     return 0
+
+
+@contextmanager
+def _stop_between_batches():
+    """Hold Ctrl-C and SIGTERM until the current batch is committed; yields the check
+    that raises them then (KeyboardInterrupt, or the CLI's Terminated).
+
+    The stores' engines (Lance, Chroma) run Rust code that polls for signals: raised in
+    there, the interrupt comes back as an engine error ("External error: Terminated")
+    instead of the interrupt, and the run cannot say how to resume.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    from . import Terminated
+
+    received = []
+
+    def note(signum, frame):
+        received.append(signum)
+
+    previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def stop():
+        if received:
+            raise Terminated(received[0]) if received[0] == signal.SIGTERM else KeyboardInterrupt
+
+    try:
+        yield stop
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # ------------------------------------------------------------------------- rollback
