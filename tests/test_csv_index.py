@@ -71,6 +71,14 @@ def test_an_integer_dimension_that_is_not_a_range_is_kept(tmp_path):
     assert reader.vector_columns[0] == "count" and not messages
 
 
+def test_a_float_first_column_is_a_dimension(tmp_path):
+    frame = _frame().drop(columns="id").assign(id=[f"doc{i}" for i in range(40)])
+    path = tmp_path / "floats_first.csv"
+    frame.to_csv(path, index=False)
+    reader, _, messages = _read(path)
+    assert reader.vector_columns == [f"e{i}" for i in range(8)] and not messages
+
+
 def test_the_index_can_still_be_the_id_column(tmp_path):
     path = tmp_path / "named.csv"
     _frame().drop(columns="id").rename_axis("row").to_csv(path)

@@ -118,8 +118,9 @@ def _pandas_index_column(sample, columns, spec, path):
         kind = "unnamed"
     else:
         values = sample[name]
-        steps = np.diff(values.to_numpy()) if pd.api.types.is_integer_dtype(values) else []
-        if spec.prefix or spec.pattern or len(values) < 3 or not (np.asarray(steps) == 1).all():
+        if spec.prefix or spec.pattern or len(values) < 3:
+            return None
+        if not pd.api.types.is_integer_dtype(values) or (np.diff(values.to_numpy()) != 1).any():
             return None
         kind = "named"
     warnings.warn(
