@@ -87,8 +87,17 @@ def test_lance_fit_transform_into_a_new_table(lance_db, capsys):
     after = _table(tmp, "new")
     assert after.version == version and after.to_arrow().equals(rows)
     assert not (db / "mapped.lance.partial").exists()
-    # The table is read like any other: a file output from it, and search against it.
+    # The table is read like any other: a file output from it, evaluate and search on it.
     assert main([*argv[:5], "--output", str(tmp / "m.parquet"), "--id-column", "id"]) == 0
+    pair = ["--source", str(db / "new.lance"), "--target", str(db / "old.lance")]
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp / "m.skops"), *pair, "--id-column", "id"]) == 0
+    assert "top1         1.0000" in capsys.readouterr().out
+    search = ["search", "--model", str(tmp / "m.skops"), "--gallery", str(db / "old.lance")]
+    search += ["--queries", str(db / "new.lance"), "--id-column", "id", "-k", "1"]
+    assert main([*search, "--output", str(tmp / "hits.csv")]) == 0
+    hits = (tmp / "hits.csv").read_text().splitlines()[1:]
+    assert sum(h.split(",")[0] == h.split(",")[2] for h in hits) == N
 
 
 def test_lance_output_exists_without_force(lance_db):

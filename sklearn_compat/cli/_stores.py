@@ -167,6 +167,8 @@ def run_store_transform(args, model, spec):
     migration = _migration(args, reader, width)
     if migration.done:
         _log(f"resuming: {migration.done} of {reader.n_rows} rows already migrated")
+    elif args.resume:
+        _log(f"{migration.staging}: nothing staged to resume; starting from the first row")
     try:
         with (
             tools._progress(reader.n_rows, args.no_progress) as bar,
