@@ -100,11 +100,22 @@ def test_lance_fit_transform_into_a_new_table(lance_db, capsys):
     assert sum(h.split(",")[0] == h.split(",")[2] for h in hits) == N
 
 
-def test_lance_output_exists_without_force(lance_db):
+def test_lance_output_exists_or_is_the_input(lance_db, capsys):
     tmp, db = lance_db, lance_db / "db"
     _fit(tmp, str(db / "new.lance"), str(db / "old.lance"))
+    before = _table(tmp, "old").to_arrow()
     argv = ["transform", "--model", str(tmp / "m.skops"), "--input", str(db / "new.lance")]
+    capsys.readouterr()
     assert main([*argv, "--output", str(db / "old.lance"), "--id-column", "id"]) == 1
+    assert "already exists (pass --force" in capsys.readouterr().err
+    same = [*argv, "--output", str(db / "new.lance"), "--id-column", "id", "--force"]
+    assert main(same) == 1
+    assert "is also the input; pass --replace" in capsys.readouterr().err
+    # --force replaces another table, once the new one is whole.
+    assert main([*argv, "--output", str(db / "old.lance"), "--id-column", "id", "--force"]) == 0
+    after = _table(tmp, "old").to_arrow()
+    assert after.column_names == ["id", "text", "vector"] and after.num_rows == before.num_rows
+    assert sorted(os.listdir(db)) == ["new.lance", "old.lance"]
 
 
 def _gate_figure(tmp):

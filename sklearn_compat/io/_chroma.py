@@ -153,6 +153,14 @@ class ChromaMigration:
         self._staging_name = self.name + STAGING_SUFFIX
         self.job = dict(job, rows=reader.n_rows)
         existing = self._names()
+        source_dir, source_name = split_chroma_path(reader.path)
+        if self.name == source_name and os.path.realpath(directory) == os.path.realpath(
+            source_dir
+        ):
+            raise InputError(
+                "is also the input; write the mapped vectors into a new collection",
+                path=output,
+            )
         if self.name in existing and not force:
             raise InputError("already exists (pass --force to replace it)", path=output)
         self.batch_limit = self.client.get_max_batch_size()

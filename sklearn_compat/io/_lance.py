@@ -164,6 +164,15 @@ class LanceMigration:
         self.target = reader.path if replace else output.rstrip("/" + os.sep)
         self.staging = self.target + STAGING_SUFFIX
         self.job = dict(job, rows=reader.n_rows, input_version=reader.version)
+        if (
+            not replace
+            and os.path.exists(self.target)
+            and os.path.samefile(self.target, reader.path)
+        ):
+            raise InputError(
+                "is also the input; pass --replace (not --output) to migrate a table in place",
+                path=self.target,
+            )
         if not replace and os.path.exists(self.target) and not force:
             raise InputError("already exists (pass --force to replace it)", path=self.target)
         if not os.path.isdir(os.path.dirname(os.path.abspath(self.target))):
