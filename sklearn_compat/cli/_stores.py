@@ -181,6 +181,8 @@ def run_store_transform(args, model, spec):
                 bar.update(len(batch))
                 del batch, raw, Z
                 stop()
+            # The last step (check, rename or commit) runs whole: a signal now is ignored.
+            _log(migration.finish(_log))
     except KeyboardInterrupt as exc:
         if migration.done:
             exc.outcome = (
@@ -188,7 +190,6 @@ def run_store_transform(args, model, spec):
                 f"{migration.staging}; the same command with --resume finishes the migration"
             )
         raise
-    _log(migration.finish(_log))
     return 0
 
 

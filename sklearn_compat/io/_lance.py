@@ -289,14 +289,17 @@ class LanceMigration:
             )
         info = dict(self.job, previous_version=previous)
         schema = self.schema.with_metadata({MIGRATION_KEY: json.dumps(info).encode()})
-        pa = self.pa
-
-        def rows():
-            for rb in staged.to_batches(batch_size=1 << 14):
-                yield pa.RecordBatch.from_arrays(rb.columns, schema=schema)
-
-        source = pa.RecordBatchReader.from_batches(schema, rows())
-        done = self.lance.write_dataset(source, self.target, schema=schema, mode="overwrite")
+        # No copy: the staged data files move into the table's data directory and one
+        # Overwrite commit makes them its next version (Lance refuses it if another writer
+        # committed since ``previous``).  The old version's files are left as they are.
+        fragments = [f.metadata for f in staged.get_fragments()]
+        moved = _move_data_files(self.staging, self.target)
+        try:
+            operation = self.lance.LanceOperation.Overwrite(schema, fragments)
+            done = self.lance.LanceDataset.commit(self.target, operation, read_version=previous)
+        except BaseException:
+            _move_data_files(self.target, self.staging, moved)
+            raise
         tag = f"before-sklearn-compat-v{done.version}"
         try:
             done.tags.create(tag, previous)  # a tagged version survives cleanup_old_versions
@@ -309,6 +312,15 @@ class LanceMigration:
             f"vectors, version {previous} the old ones{kept}; undo with: sklearn-compat "
             f"rollback --table {self.target}"
         )
+
+
+def _move_data_files(source, target, names=None):
+    """Move the data files of dataset ``source`` into ``target``'s; returns their names."""
+    names = os.listdir(os.path.join(source, "data")) if names is None else names
+    os.makedirs(os.path.join(target, "data"), exist_ok=True)
+    for name in names:
+        os.replace(os.path.join(source, "data", name), os.path.join(target, "data", name))
+    return names
 
 
 def _same_column(a, b):
