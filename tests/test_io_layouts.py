@@ -22,7 +22,7 @@ from sklearn_compat.io import (
     ColumnSpec,
     InputError,
     OutputLayout,
-    _read,
+    _parquet,
     open_table,
     read_table,
     write_table,
@@ -277,16 +277,16 @@ def test_dictionary_heavy_row_group_is_staged(tmp_path, monkeypatch, pair):
     src = pair[0]
     path = tmp_path / "one.parquet"
     src.to_parquet(path)  # one row group, dictionary-encoded floats
-    monkeypatch.setattr(_read, "_DICTIONARY_BUDGET", 0)
-    monkeypatch.setattr(_read, "_STAGE_BYTES", N * 4 * 2)  # two columns per pass
+    monkeypatch.setattr(_parquet, "_DICTIONARY_BUDGET", 0)
+    monkeypatch.setattr(_parquet, "_STAGE_BYTES", N * 4 * 2)  # two columns per pass
     staged = []
-    real = _read._stage_row_group
+    real = _parquet._stage_row_group
 
     def spy(*args, **kwargs):
         staged.append(True)
         yield from real(*args, **kwargs)
 
-    monkeypatch.setattr(_read, "_stage_row_group", spy)
+    monkeypatch.setattr(_parquet, "_stage_row_group", spy)
     reader = open_table(path, ColumnSpec("id"))
     batches = list(reader.iter_batches(batch_size=17))
     assert staged and [len(b) for b in batches] == [17] * 5 + [5]
@@ -301,7 +301,7 @@ def test_list_column_batches_are_gathered(tmp_path, monkeypatch, pair):
     X = src.iloc[:, 1:].to_numpy(np.float32)
     path = tmp_path / "list.parquet"
     write_table(path, src["id"].to_numpy(), X, OutputLayout("list", D_X, "id"))
-    monkeypatch.setattr(_read, "_LIST_READ_ROWS", 4)
+    monkeypatch.setattr(_parquet, "_LIST_READ_ROWS", 4)
     batches = list(open_table(path, ColumnSpec("id")).iter_batches(batch_size=30))
     assert [len(b) for b in batches] == [28, 28, 28, 6]
     np.testing.assert_array_equal(np.concatenate([b.X for b in batches]), X)

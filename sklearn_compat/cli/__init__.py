@@ -16,8 +16,10 @@ Subcommands::
         [--gallery-form centered|raw] [--csls K | --no-csls]
     sklearn-compat export --model MODEL --format npz|faiss|onnx --output FILE
     sklearn-compat inspect --model MODEL [--json]
+    sklearn-compat rollback --table DIR/NAME.lance [--to-version N]
 
-Tables are CSV, Parquet or .npy, chosen from the file name (see :mod:`sklearn_compat.io`).
+Tables are CSV, Parquet or .npy, chosen from the file name, or vector stores: a LanceDB
+table ``DIR/NAME.lance`` or a Chroma collection ``DIR::NAME`` (see :mod:`sklearn_compat.io`).
 Exit status: 0 on success, 1 when the input, the model or an output is wrong (one line
 ``sklearn-compat: error: ...`` on stderr naming the file, row or column; no output file
 is left behind), 2 for a malformed command line, 130 when interrupted (Ctrl-C) and 143
@@ -152,10 +154,12 @@ def _interrupted(exc):
         from ..io._write import remove_pending_temporaries
 
         remove_pending_temporaries()
+    # A store migration keeps its finished batches and says how to resume.
+    outcome = getattr(exc, "outcome", "no output was written")
     if isinstance(exc, Terminated):
-        _error("terminated (SIGTERM); no output was written")
+        _error(f"terminated (SIGTERM); {outcome}")
         return 128 + signal.SIGTERM
-    _error("interrupted; no output was written")
+    _error(f"interrupted; {outcome}")
     return 130
 
 

@@ -20,6 +20,14 @@ from ..io._read import open_table, read_table
 from ..io._write import AtomicOutput, OutputLayout, TableWriter
 from ._files import grid_plot_path, report_figure_path
 from ._registry import LABEL_METRICS, METHODS, METRICS, NotAvailable, build_method, load
+from ._stores import (
+    check_retention,
+    holdout_split,
+    is_store_job,
+    measure_retention,
+    run_rollback,
+    run_store_transform,
+)
 
 __all__ = [
     "run_fit",
@@ -30,6 +38,7 @@ __all__ = [
     "run_search",
     "run_export",
     "run_inspect",
+    "run_rollback",
 ]
 
 # Key of the joined ids in _read_pair's ``extra`` (a tuple: never a column name).
@@ -157,19 +166,27 @@ def run_fit(args):
     labels = (args.labels_column,) if args.labels_column else ()
     X, Y, src, tgt, report, extra = _read_pair(args, labels)
     _log(report.summary())
+    keep, aside = holdout_split(X.shape[0], args.holdout, args.seed)
     if args.labels_column:
         # Class labels switch lambda-orth's contrastive term to its supervised form.
-        fit_params["labels"] = extra[args.labels_column]
-    estimator.fit(_named_frame(X, src), _named_frame(Y, tgt), **fit_params)
+        fit_params["labels"] = extra[args.labels_column][keep]
+    estimator.fit(_named_frame(X[keep], src), _named_frame(Y[keep], tgt), **fit_params)
+    heldout = None
+    if aside is not None:
+        labels_aside = extra[args.labels_column][aside] if args.labels_column else None
+        heldout = measure_retention(
+            estimator, _named_frame(X[aside], src), Y[aside], labels_aside, args.device
+        )
     fmt = save_model(
         estimator,
         args.model,
         format=args.model_format,
         force=args.force,
-        training_ids=extra[JOINED_IDS],
+        training_ids=extra[JOINED_IDS][keep],
+        heldout=heldout,
     )
     _log(
-        f"fitted {type(estimator).__name__} on {X.shape[0]} pairs "
+        f"fitted {type(estimator).__name__} on {len(X[keep])} pairs "
         f"({X.shape[1]} -> {Y.shape[1]} dimensions); saved {args.model} ({fmt})"
     )
     if args.json:
@@ -250,9 +267,16 @@ def _map_batch(model, batch, reader, columns=(None, None)):
 
 
 def run_transform(args):
-    _check_output(args.output, args.force, inputs=(args.input, args.model))
+    store = is_store_job(args)
+    if not store:
+        if not args.output:
+            raise InputError("give --output (where to write the mapped table)")
+        _check_output(args.output, args.force, inputs=(args.input, args.model))
     model = load_model(args.model, trust=args.trust)
     _set_device(model, args.device)
+    check_retention(model, args.min_retention, args.model)
+    if store:
+        return run_store_transform(args, model, _source_spec(args))
     reader = open_table(args.input, _source_spec(args), dtype=args.dtype)
     _warn_dropped_columns(reader)
     expected = _model_width(model, args.model)

@@ -143,6 +143,13 @@ def _add_fit(sub, parents):
         help="default: joblib for .joblib/.pkl names, else skops",
     )
     _add_force(fit, "an existing model file")
+    fit.add_argument(
+        "--holdout",
+        type=_fraction,
+        metavar="F",
+        help="keep this share of the pairs aside (not fitted on) and store the model's "
+        "retention on them in the model file, for 'transform --min-retention'",
+    )
     fit.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_labels_column(
         fit, "lambda-orth: class labels (in SRC or TGT) for the supervised contrastive term"
@@ -157,9 +164,12 @@ def _add_transform(sub, parents):
         help="map a table into the target space, batch by batch",
         description="Map every row of INPUT with MODEL; ids are kept.",
     )
-    tr.add_argument("--input", required=True)
-    tr.add_argument("--output", required=True)
+    tr.add_argument(
+        "--input", required=True, help="a table, or a LanceDB DIR/NAME.lance or Chroma DIR::NAME"
+    )
+    tr.add_argument("--output", help="where to write (a new store table for a store input)")
     _add_force(tr, "an existing output")
+    _add_store_options(tr)
     tr.add_argument(
         "--rows-per-batch",
         type=positive_int,
@@ -183,6 +193,52 @@ def _add_transform(sub, parents):
         "--no-progress",
         action="store_true",
         help="no progress bar (it is only shown on a terminal anyway)",
+    )
+
+
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _add_store_options(tr):
+    g = tr.add_argument_group("migrations (vector stores)")
+    g.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish an interrupted migration into a store (finished batches are kept)",
+    )
+    g.add_argument(
+        "--replace",
+        action="store_true",
+        help="LanceDB: write the new vectors as a new version of --input once all are "
+        "written and checked; 'sklearn-compat rollback' restores the old version",
+    )
+    g.add_argument(
+        "--min-retention",
+        type=float,
+        metavar="R",
+        help="refuse unless the model's held-out retention (fit --holdout) is at least R",
+    )
+
+
+def _add_rollback(sub, parents):
+    rb = sub.add_parser(
+        "rollback",
+        parents=[parents["common"]],
+        help="restore a LanceDB table's version from before a 'transform --replace'",
+    )
+    rb.add_argument("--table", required=True, metavar="DIR/NAME.lance")
+    rb.add_argument(
+        "--to-version",
+        type=positive_int,
+        metavar="N",
+        help="restore this version (default: the one the last migration replaced)",
     )
 
 
@@ -375,6 +431,7 @@ COMMANDS = (
     _add_search,
     _add_export,
     _add_inspect,
+    _add_rollback,
 )
 
 
@@ -391,7 +448,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Learn and apply maps between the embedding spaces of two models, on "
-        "tabular exports (CSV, Parquet, .npy).",
+        "tabular exports (CSV, Parquet, .npy) and vector stores (LanceDB, Chroma).",
         parents=[parents["common"]],
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

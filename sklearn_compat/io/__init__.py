@@ -1,11 +1,14 @@
-"""Reading and writing tabular embedding exports (CSV, Parquet, .npy) and fitted models.
+"""Reading and writing embedding tables (CSV, Parquet, .npy, LanceDB, Chroma) and fitted models.
 
 Fitted linear maps are exported for a serving stack (numpy ``.npz``, FAISS, ONNX) with
 :func:`export_map`; :func:`linear_form` gives the map as ``(W, b)``.
 
 An *embedding table* holds an id column and the embedding, either as numeric columns (one
 per dimension) or as one list-valued column.  The format comes from the file name:
-``.csv``, ``.parquet`` / ``.pq`` or ``.npy``.
+``.csv``, ``.parquet`` / ``.pq`` or ``.npy``; or it is a vector store's table: a LanceDB
+table ``DIR/NAME.lance`` (``lancedb.connect(DIR).open_table(NAME)``) or a Chroma
+collection ``DIR::NAME`` (``chromadb.PersistentClient(DIR).get_collection(NAME)``), with
+the extras ``[lancedb]`` and ``[chroma]``.  Each format is one private module.
 
 ``.npy`` tables are either a plain 2-d float array (ids are the row numbers) or a
 structured array with an id field and either one float sub-array field (the list form)

@@ -31,7 +31,15 @@ FORMATS = {
     ".parquet": "parquet",
     ".pq": "parquet",
     ".npy": "npy",
+    ".lance": "lance",
 }
+
+# A Chroma collection is named ``DIR::COLLECTION``: the directory of
+# ``chromadb.PersistentClient(path=DIR)`` and the collection's name.
+CHROMA_SEPARATOR = "::"
+
+# Formats that are databases (tables written as a new version or collection), not files.
+STORES = ("lance", "chroma")
 
 # Compressed CSV endings and the pyarrow codec that reads and writes each one.
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
@@ -70,11 +78,14 @@ def is_pattern(path):
 
 
 def table_format(path):
-    """The table format of ``path`` from its name: ``"csv"``, ``"parquet"`` or ``"npy"``.
+    """The table format of ``path`` from its name: ``"csv"``, ``"parquet"``, ``"npy"``,
+    ``"lance"`` or ``"chroma"``.
 
     ``.csv.gz``, ``.csv.bz2`` and ``.csv.zst`` are compressed CSV.  An existing directory
     is a Parquet dataset (a folder of part files, hive-partitioned or not), and a glob
     pattern (``exports/part-*.parquet``) takes the format of the name it matches.
+    ``DIR/NAME.lance`` is the LanceDB table ``NAME`` of the database ``DIR``, and
+    ``DIR::NAME`` the Chroma collection ``NAME`` of ``chromadb.PersistentClient(DIR)``.
 
     Raises
     ------
@@ -88,17 +99,24 @@ def table_format(path):
     ('parquet', 'csv')
     >>> table_format("exports/part-*.parquet")
     'parquet'
+    >>> table_format("db/items.lance"), table_format("chroma_db::items")
+    ('lance', 'chroma')
     """
+    if CHROMA_SEPARATOR in str(path):
+        return "chroma"
+    name = Path(path).name.lower()
+    if name.endswith(".lance"):
+        return "lance"
     if not is_pattern(path) and Path(path).is_dir():
         return "parquet"
-    name = Path(path).name.lower()
     for ending in sorted(FORMATS, key=len, reverse=True):
         if name.endswith(ending):
             return FORMATS[ending]
     known = ", ".join(sorted(FORMATS))
     raise InputError(
         f"cannot tell the table format from the name (expected one of {known}, "
-        "or a directory of Parquet files)",
+        f"a directory of Parquet files, a LanceDB table DIR/NAME.lance or a Chroma "
+        f"collection DIR{CHROMA_SEPARATOR}NAME)",
         path=path,
     )
 

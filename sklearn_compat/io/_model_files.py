@@ -52,7 +52,16 @@ def model_format(path, requested=None):
     return "joblib" if Path(path).suffix.lower() in _JOBLIB_SUFFIXES else "skops"
 
 
-def save_model(model, path, *, format=None, force=False, training_ids=None, n_training_rows=None):
+def save_model(
+    model,
+    path,
+    *,
+    format=None,
+    force=False,
+    training_ids=None,
+    n_training_rows=None,
+    heldout=None,
+):
     """Write a fitted model atomically, with its fingerprint; returns the format used.
 
     The file holds a shallow copy of a fitted ``model`` carrying ``fingerprint_`` (see
@@ -73,6 +82,9 @@ def save_model(model, path, *, format=None, force=False, training_ids=None, n_tr
         fingerprint.
     n_training_rows : int, default=None
         Number of training rows, when the ids are not given.
+    heldout : dict, default=None
+        The model's retention on pairs kept aside from the fit (builtins only), stored as
+        ``fingerprint_["heldout"]``; ``transform --min-retention`` checks it.
 
     Returns
     -------
@@ -100,6 +112,8 @@ def save_model(model, path, *, format=None, force=False, training_ids=None, n_tr
         stamped.fingerprint_ = model_fingerprint(
             model, training_ids=training_ids, n_training_rows=n_training_rows
         )
+        if heldout is not None:
+            stamped.fingerprint_["heldout"] = heldout
         model = stamped
     with AtomicOutput(path, force=force) as out:
         if fmt == "skops":

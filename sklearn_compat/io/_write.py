@@ -9,6 +9,7 @@ refused unless ``force=True``.
 
 import csv
 import glob
+import importlib
 import io
 import os
 import signal
@@ -24,6 +25,8 @@ from ._common import InputError, csv_compression, is_pattern, table_format
 
 __all__ = ["AtomicOutput", "OutputLayout", "TableWriter", "write_table"]
 
+# Writers of the stores (close, commit and abort like a file's sink and AtomicOutput).
+_STORE_SINKS = {"lance": ("._lance", "LanceSink"), "chroma": ("._chroma", "ChromaSink")}
 # Rows per slice handed to pyarrow's Parquet writer (see _ParquetSink.write).
 _WRITE_STEP = 4096
 # Spare digits kept in a .npy header so the row count can be written once it is known.
@@ -286,8 +289,14 @@ class TableWriter:
             layout.form = "list"
         self.layout = layout
         self.path = str(path)
-        self._out = AtomicOutput(path, force=force, inputs=inputs)
         self.n_rows = 0
+        if self.format in _STORE_SINKS:
+            # A store's sink stages the table and moves it into place itself.
+            module, name = _STORE_SINKS[self.format]
+            sink = getattr(importlib.import_module(module, __package__), name)
+            self._impl = self._out = sink(self.path, layout, force=force)
+            return
+        self._out = AtomicOutput(path, force=force, inputs=inputs)
         if self.format == "csv":
             self._impl = _CsvSink(self._out.tmp, layout, csv_compression(path))
         else:

@@ -1,0 +1,290 @@
+"""Chroma collections (embedded): ``DIR::NAME`` is the collection ``NAME`` of
+``chromadb.PersistentClient(path=DIR)``.
+
+A collection is read page by page (``collection.get`` with an offset and a limit, in
+Chroma's storage order); its columns are ``id`` (the ids), ``embedding``, ``document`` and
+``metadata``.  :class:`ChromaMigration` writes the mapped vectors, with the documents,
+metadata and ids unchanged, into a staging collection ``NAME.partial`` batch by batch and
+renames it ``NAME`` only once every row is in it and checked; an interrupted run is
+finished with ``resume``.
+"""
+
+import json
+import os
+import re
+
+import numpy as np
+
+from ._common import CHROMA_SEPARATOR, InputError
+from ._table_reader import Batch, TableReader
+
+__all__ = ["ChromaReader", "ChromaMigration", "ChromaSink", "split_chroma_path"]
+
+# Name ending of the staging collection; collection metadata key of a migration (JSON).
+STAGING_SUFFIX = ".partial"
+MIGRATION_KEY = "sklearn_compat_migration"
+_COLUMNS = ["id", "embedding", "document", "metadata"]
+_INCLUDE = {"embedding": "embeddings", "document": "documents", "metadata": "metadatas"}
+
+
+def split_chroma_path(path):
+    """``(directory, collection)`` of ``DIR::NAME``.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io._chroma import split_chroma_path
+    >>> split_chroma_path("stores/chroma::items")
+    ('stores/chroma', 'items')
+    """
+    directory, _, name = str(path).rpartition(CHROMA_SEPARATOR)
+    if not directory or not name:
+        raise InputError(
+            f"a Chroma collection is named DIR{CHROMA_SEPARATOR}NAME (the directory of "
+            "chromadb.PersistentClient and the collection)",
+            path=path,
+        )
+    return directory, name
+
+
+# Chroma's rule for collection names (checked before any work, not at the final rename).
+_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,500}[a-zA-Z0-9]")
+
+
+def _check_name(name, path):
+    if not _NAME.fullmatch(name):
+        raise InputError(
+            f"{name!r} is not a Chroma collection name (3-502 characters from "
+            "a-z A-Z 0-9 . _ -, starting and ending with a letter or digit)",
+            path=path,
+        )
+
+
+def _client(directory, path, create=False):
+    try:
+        import chromadb
+    except ImportError:
+        raise InputError(
+            "Chroma collections need the chroma extra: "
+            "pip install 'sklearn-embedding-compat[chroma]'",
+            path=path,
+        ) from None
+    if not create and not os.path.isdir(directory):
+        raise InputError(f"no Chroma database directory {directory!r}", path=path)
+    return chromadb.PersistentClient(path=directory)
+
+
+def _collection(client, name, path):
+    try:
+        return client.get_collection(name, embedding_function=None)
+    except Exception:  # noqa: BLE001 - NotFoundError or ValueError, by Chroma version
+        names = sorted(getattr(c, "name", c) for c in client.list_collections())
+        raise InputError(
+            f"no collection {name!r} (collections: {', '.join(names) or 'none'})", path=path
+        ) from None
+
+
+class ChromaReader(TableReader):
+    """A Chroma collection read in pages of at most the batch size."""
+
+    format = "chroma"
+    form = "list"
+    list_column = "embedding"
+
+    def __init__(self, path, spec, dtype, extra_columns):
+        super().__init__(path, spec, dtype, extra_columns)
+        directory, self.name = split_chroma_path(path)
+        self.client = _client(directory, path)
+        self.collection = _collection(self.client, self.name, path)
+        self.columns = list(_COLUMNS)
+        if spec.id_column not in (None, "id"):
+            raise InputError(
+                f"a Chroma collection's ids are its 'id' column, not {spec.id_column!r}",
+                path=path,
+            )
+        for name in extra_columns:
+            if name not in ("document", "metadata"):
+                raise InputError(f"no column {name!r} (columns: {_COLUMNS})", path=path)
+        if spec.prefix or spec.pattern or spec.vector_column not in (None, "embedding"):
+            raise InputError("a Chroma collection's embedding is its 'embedding'", path=path)
+        self.id_column = "id"
+        self.n_rows = self.collection.count()
+        if self.n_rows:
+            self.width = len(self.page(0, 1, ())["embeddings"][0])
+
+    def page(self, offset, limit, extra=None):
+        """Chroma's ``get`` result for rows ``offset .. offset + limit``."""
+        extra = self.extra_columns if extra is None else extra
+        include = ["embeddings"] + [_INCLUDE[c] for c in extra]
+        return self.collection.get(offset=offset, limit=limit, include=include)
+
+    def _to_batch(self, result, start):
+        ids = np.asarray(result["ids"], dtype=object)
+        X = np.asarray(result["embeddings"], dtype=self.dtype or np.float32)
+        if X.ndim != 2:
+            X = X.reshape(len(ids), -1)
+        extra = {c: np.asarray(result[_INCLUDE[c]], dtype=object) for c in self.extra_columns}
+        return Batch(start, ids, X, extra)
+
+    def _batches(self, batch_size, offset=0):
+        for start in range(offset, self.n_rows, batch_size):
+            yield self._to_batch(self.page(start, batch_size), start)
+
+    def id_dtype(self):
+        return np.dtype(object)
+
+
+class ChromaMigration:
+    """Write the mapped rows of a :class:`ChromaReader` into a new collection, resumably
+    (the interface of :class:`~sklearn_compat.io._lance.LanceMigration`)."""
+
+    def __init__(self, reader, output, width, job, *, replace=False, resume=False, force=False):
+        if replace:
+            raise InputError(
+                "--replace migrates a LanceDB table in place (it keeps versions); write a "
+                "new Chroma collection with --output",
+                path=reader.path,
+            )
+        self.reader = reader
+        directory, self.name = split_chroma_path(output)
+        _check_name(self.name, output)
+        self.target = output
+        self.client = _client(directory, output, create=True)
+        self.staging = f"{directory}{CHROMA_SEPARATOR}{self.name}{STAGING_SUFFIX}"
+        self._staging_name = self.name + STAGING_SUFFIX
+        self.job = dict(job, rows=reader.n_rows)
+        existing = self._names()
+        source_dir, source_name = split_chroma_path(reader.path)
+        if self.name == source_name and os.path.realpath(directory) == os.path.realpath(
+            source_dir
+        ):
+            raise InputError(
+                "is also the input; write the mapped vectors into a new collection",
+                path=output,
+            )
+        if self.name in existing and not force:
+            raise InputError("already exists (pass --force to replace it)", path=output)
+        self.batch_limit = self.client.get_max_batch_size()
+        self.done = 0
+        self.collection = None
+        if self._staging_name in existing:
+            self.collection = self.client.get_collection(
+                self._staging_name, embedding_function=None
+            )
+            self.done = self.collection.count()
+            info = json.loads((self.collection.metadata or {}).get(MIGRATION_KEY, "{}"))
+            if not resume:
+                raise InputError(
+                    f"an interrupted migration left {self.done} of {reader.n_rows} rows in "
+                    f"{self.staging}; pass --resume to finish it (or delete that collection "
+                    "to start over)",
+                    path=output,
+                )
+            changed = [k for k in self.job if info.get(k) != self.job[k]]
+            if changed:
+                raise InputError(
+                    f"{self.staging} was staged by another migration ({', '.join(changed)} "
+                    "differ); delete it to start over",
+                    path=output,
+                )
+
+    def _names(self):
+        return {getattr(c, "name", c) for c in self.client.list_collections()}
+
+    def batches(self, batch_size):
+        """``(Batch, page)`` pairs of the rows still to migrate."""
+        reader = self.reader
+        for start in range(self.done, reader.n_rows, batch_size):
+            page = reader.page(start, batch_size, ("document", "metadata"))
+            batch = reader._to_batch(page, start)
+            reader._check(batch)
+            yield batch, page
+
+    def write(self, page, Z):
+        """Add one mapped batch to the staging collection (ids, documents, metadata kept)."""
+        if self.collection is None:
+            metadata = dict(self.reader.collection.metadata or {})
+            metadata[MIGRATION_KEY] = json.dumps(self.job)
+            self.collection = self.client.create_collection(
+                self._staging_name, metadata=metadata, embedding_function=None
+            )
+        Z = np.asarray(Z, dtype=np.float32)
+        for i in range(0, len(Z), self.batch_limit):
+            part = slice(i, i + self.batch_limit)
+            documents = page["documents"][part]
+            metadatas = page["metadatas"][part]
+            self.collection.add(
+                ids=page["ids"][part],
+                embeddings=Z[part],
+                documents=None if all(d is None for d in documents) else documents,
+                metadatas=None if all(m is None for m in metadatas) else metadatas,
+            )
+            self.done += len(Z[part])
+
+    def finish(self, log):
+        """Check the staged collection and rename it; returns a line for the log."""
+        if self.collection is None:  # an empty input: an empty collection
+            self.write({"ids": [], "documents": [], "metadatas": []}, np.empty((0, 0)))
+        n = self.collection.count()
+        if n != self.reader.n_rows:
+            raise InputError(
+                f"the staged collection has {n} rows, the input {self.reader.n_rows}",
+                path=self.staging,
+            )
+        step = 1 << 14
+        for start in range(0, n, step):
+            mine = self.collection.get(offset=start, limit=step, include=[])["ids"]
+            theirs = self.reader.collection.get(offset=start, limit=step, include=[])["ids"]
+            if list(mine) != list(theirs):
+                raise InputError(
+                    "the staged collection's ids differ from the input's; delete it and run again",
+                    path=self.staging,
+                )
+        if self.name in self._names():  # --force: the old one goes once the new is whole
+            self.client.delete_collection(self.name)
+        self.collection.modify(name=self.name)
+        return f"wrote the Chroma collection {self.target} ({n} rows)"
+
+
+class ChromaSink:
+    """A new Chroma collection written batch by batch (ids and embeddings), staged as
+    ``NAME.partial`` and renamed on :meth:`commit` (for
+    :class:`~sklearn_compat.io.TableWriter`)."""
+
+    def __init__(self, path, layout, *, force=False):
+        directory, self.name = split_chroma_path(path)
+        _check_name(self.name, path)
+        self.path = path
+        self.client = _client(directory, path, create=True)
+        names = {getattr(c, "name", c) for c in self.client.list_collections()}
+        if self.name in names and not force:
+            raise InputError("already exists (pass --force to replace it)", path=path)
+        self.staging = self.name + STAGING_SUFFIX
+        if self.staging in names:
+            self.client.delete_collection(self.staging)
+        self.collection = self.client.create_collection(self.staging, embedding_function=None)
+        self.limit = self.client.get_max_batch_size()
+        self.rows = 0
+
+    def write(self, ids, Z):
+        Z = np.asarray(Z, dtype=np.float32)
+        if ids is None:
+            ids = np.arange(self.rows, self.rows + len(Z))
+        ids = [str(i) for i in np.asarray(ids).tolist()]
+        for i in range(0, len(Z), self.limit):
+            self.collection.add(ids=ids[i : i + self.limit], embeddings=Z[i : i + self.limit])
+        self.rows += len(Z)
+
+    def close(self):
+        pass
+
+    def commit(self):
+        names = {getattr(c, "name", c) for c in self.client.list_collections()}
+        if self.name in names:
+            self.client.delete_collection(self.name)
+        self.collection.modify(name=self.name)
+
+    def abort(self):
+        try:
+            self.client.delete_collection(self.staging)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
