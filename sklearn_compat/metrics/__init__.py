@@ -16,6 +16,11 @@ Class-label retrieval (the protocol of compatible representation learning):
 - :func:`backfilling_curve`, :func:`backfilling_auc`, :func:`backfilling_order`: the
   metric while the gallery is re-embedded in stages.
 
+Judged retrieval (relevance judgements: qrels, held-out interactions; cosine or dot):
+
+- :func:`ndcg_at_k`, :func:`recall_at_k`: graded gains or per-query item sets, with items
+  excluded from ranking (seen items, the query itself).
+
 Geometry:
 
 - :func:`neighbourhood_preservation`: k-neighbourhoods kept by a map;
@@ -36,6 +41,7 @@ Model selection:
 from ._alignability import alignability
 from ._anisotropy import AnisotropyWarning, anisotropy
 from ._backfill import backfilling_auc, backfilling_curve, backfilling_order
+from ._judged import ndcg_at_k, recall_at_k
 from ._report import CompatibilityReport, compatibility_report
 from ._retrieval import (
     cmc_topk_accuracy,
@@ -64,7 +70,9 @@ __all__ = [
     "make_multi_retrieval_scorer",
     "make_retrieval_scorer",
     "mean_average_precision",
+    "ndcg_at_k",
     "mean_cosine_similarity",
     "neighbourhood_preservation",
     "paired_topk_accuracy",
+    "recall_at_k",
 ]
