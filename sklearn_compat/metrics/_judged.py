@@ -22,6 +22,7 @@ from .._core.ranking import (
 from .._core.validation import (
     check_embeddings,
     check_positive_int,
+    check_row_labels,
     check_same_width,
     query_weights,
 )
@@ -250,9 +251,7 @@ def _judged_scores(queries, gallery, relevance, k, exclude, similarity, device, 
     queries = check_embeddings(queries, "queries")
     gallery = check_embeddings(gallery, "gallery")
     check_same_width(queries, gallery, ("queries", "gallery"))
-    gains, excluded = check_judgements(
-        relevance, exclude, (queries.shape[0], gallery.shape[0])
-    )
+    gains, excluded = check_judgements(relevance, exclude, (queries.shape[0], gallery.shape[0]))
     dev = resolve_device(device, for_inference=True)
     if similarity == "cosine":
         Q, G = normalized_tensors([queries, gallery], dev)
@@ -411,3 +410,32 @@ def recall_at_k(
     found = (head > 0).sum(axis=1)
     scores = found / np.maximum(n_relevant, 1)
     return mean_over_judged(scores, n_relevant, sample_weight, "recall")
+
+
+def label_ndcg(queries, gallery, labels, *, k, sample_weight=None, device, memory_budget):
+    """nDCG@k of a labelled fold: row ``i`` of both sets is one item, same class = gain 1.
+
+    The scorer's protocol (as for CMC and mAP): each query is excluded from its own
+    gallery, so a query's relevant items are the other members of its class.  Nothing of
+    size ``n x n`` is formed: gains come from the class codes.
+    """
+    k = check_positive_int(k, "k")
+    queries = check_embeddings(queries, "queries")
+    gallery = check_embeddings(gallery, "gallery")
+    check_same_width(queries, gallery, ("queries", "gallery"))
+    if queries.shape[0] != gallery.shape[0]:
+        raise ValueError(
+            f"queries has {queries.shape[0]} rows and gallery {gallery.shape[0]}; a labelled "
+            "fold holds the same items in both."
+        )
+    codes = check_row_labels(labels, queries.shape[0])
+    dev = resolve_device(device, for_inference=True)
+    Q, G = normalized_tensors([queries, gallery], dev)
+    lookup = LabelGains(codes, codes, dev)
+    head = head_gains(Q, G, k, lookup, exclude_self=True, budget=memory_budget)
+    dcg = dcg_from_head(head, k).cpu().numpy()
+    n_relevant = np.bincount(codes)[codes] - 1
+    discounts = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(2, k + 2)))])
+    ideal = discounts[np.minimum(n_relevant, k)]
+    scores = np.divide(dcg, ideal, out=np.zeros_like(dcg), where=ideal > 0)
+    return mean_over_judged(scores, n_relevant, sample_weight, "nDCG")
