@@ -25,7 +25,9 @@ Geometry:
 
 - :func:`neighbourhood_preservation`: k-neighbourhoods kept by a map;
 - :func:`alignability`: the Gram-matrix diagnostic and Procrustes bounds;
-- :func:`anisotropy`: how strongly a space's rows share one common direction.
+- :func:`anisotropy`: how strongly a space's rows share one common direction;
+- :func:`linear_cka`, :func:`svcca`: representational similarity of the same items in two
+  spaces, without fitting a map.
 
 Deciding an upgrade:
 
@@ -43,6 +45,7 @@ from ._anisotropy import AnisotropyWarning, anisotropy
 from ._backfill import backfilling_auc, backfilling_curve, backfilling_order
 from ._judged import ndcg_at_k, recall_at_k
 from ._report import CompatibilityReport, compatibility_report
+from ._representational import linear_cka, svcca
 from ._retrieval import (
     cmc_topk_accuracy,
     mean_average_precision,
@@ -67,6 +70,7 @@ __all__ = [
     "cmc_topk_accuracy",
     "compatibility_report",
     "get_retrieval_scorer_names",
+    "linear_cka",
     "make_multi_retrieval_scorer",
     "make_retrieval_scorer",
     "mean_average_precision",
@@ -75,4 +79,5 @@ __all__ = [
     "neighbourhood_preservation",
     "paired_topk_accuracy",
     "recall_at_k",
+    "svcca",
 ]
