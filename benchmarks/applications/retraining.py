@@ -32,7 +32,6 @@ Run: ``python benchmarks/applications/retraining.py`` (about a minute on a 2-cor
 """
 
 import argparse
-import os
 import time
 
 import numpy as np
@@ -85,8 +84,9 @@ def train_als(user_items, seed):
     """(user_factors, item_factors) of implicit's ALS on a users x items matrix."""
     from implicit.cpu.als import AlternatingLeastSquares
 
-    model = AlternatingLeastSquares(factors=FACTORS, random_state=seed, num_threads=1)
+    # One BLAS thread: implicit parallelises itself (and warns about a BLAS thread pool).
     with threadpool_limits(1, "blas"):
+        model = AlternatingLeastSquares(factors=FACTORS, random_state=seed, num_threads=1)
         model.fit(user_items, show_progress=False)
     return np.asarray(model.user_factors), np.asarray(model.item_factors)
 
@@ -182,7 +182,6 @@ def main():
     parser.add_argument("--wheel", default=None, help="a recbole-1.2.1 wheel already at hand")
     parser.add_argument("--no-check", action="store_true", help="skip the ir_measures check")
     args = parser.parse_args()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     data = load_movielens(args.wheel)
     shape = (len(data["user_ids"]), len(data["item_ids"]))
     test = split_per_user(data, np.random.default_rng(0))
