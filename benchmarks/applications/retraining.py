@@ -37,6 +37,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 from movielens import load_movielens
+from reference import available, trec_ndcg
 from threadpoolctl import threadpool_limits
 
 from sklearn_compat import (
@@ -91,22 +92,6 @@ def train_als(user_items, seed):
     return np.asarray(model.user_factors), np.asarray(model.item_factors)
 
 
-def reference_ndcg(users, items, relevant, seen, k=10, depth=100):
-    """nDCG@k by ir_measures (trec_eval) on each user's top ``depth`` unseen items."""
-    import ir_measures
-
-    scores = users @ items.T
-    scores[seen.nonzero()] = -np.inf
-    top = np.argpartition(-scores, depth, axis=1)[:, :depth]
-    run = {
-        str(u): {str(i): float(scores[u, i]) for i in top[u] if np.isfinite(scores[u, i])}
-        for u in range(len(users))
-    }
-    qrels = {str(u): {str(i): 1 for i in relevant[u].indices} for u in range(len(users))}
-    qrels = {u: docs for u, docs in qrels.items() if docs}
-    return ir_measures.calc_aggregate([ir_measures.nDCG @ k], qrels, run)[ir_measures.nDCG @ k]
-
-
 class Evaluator:
     """nDCG@10 / recall@10 of user vectors against item vectors, checked by ir_measures."""
 
@@ -119,7 +104,9 @@ class Evaluator:
         ndcg = ndcg_at_k(users, items, self.relevant, **options)
         recall = recall_at_k(users, items, self.relevant, **options)
         if self.check and check:
-            gap = abs(ndcg - reference_ndcg(users, items, self.relevant, self.seen))
+            scores = users @ items.T
+            scores[self.seen.nonzero()] = -np.inf
+            gap = abs(ndcg - trec_ndcg(scores, self.relevant))
             self.max_gap = max(self.max_gap, gap)
         return ndcg, recall
 
@@ -186,12 +173,7 @@ def main():
     shape = (len(data["user_ids"]), len(data["item_ids"]))
     test = split_per_user(data, np.random.default_rng(0))
     relevant, seen = interactions(data, test, shape), interactions(data, ~test, shape)
-    try:
-        import ir_measures  # noqa: F401
-
-        check = not args.no_check
-    except ImportError:
-        check = False
+    check = available() and not args.no_check
     evaluate = Evaluator(relevant, seen, check)
     popularity = np.asarray(seen.sum(axis=0)).ravel()
     start = time.perf_counter()
