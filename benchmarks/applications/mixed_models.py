@@ -30,12 +30,17 @@ judged ("all judgements") and with it removed from the index ("no arxiv_doc", vi
 ``retained`` is the row's nDCG@10 over ``B alone``'s.  Every nDCG@10 of ``ndcg_at_k`` is
 checked against ir_measures (trec_eval) when it is installed.
 
-Run: ``python benchmarks/applications/mixed_models.py`` (about a minute on a 2-core box,
-once the cache is built).
+Run: ``python benchmarks/applications/mixed_models.py --builder-python PYTHON`` where
+``PYTHON`` has ``benchmarks/pairs/requirements.txt`` installed: it builds the cache with
+``build_semanlink.py`` when it is missing (a few minutes), then evaluates (several minutes
+on a 2-core box: the trained aligners dominate; ``--skip RCSLS ResidualAdapter`` and
+``--fit fit_domain`` shorten it).
 """
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -171,9 +176,17 @@ def direction(data, a, b, fit, relevance, generic, mixed_half, skip):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DATA))
+    parser.add_argument(
+        "--builder-python",
+        default=sys.executable,
+        help="interpreter with benchmarks/pairs/requirements.txt, to build a missing cache",
+    )
     parser.add_argument("--fit", nargs="*", default=list(FITS), choices=list(FITS))
     parser.add_argument("--skip", nargs="*", default=[], help="aligner names to leave out")
     args = parser.parse_args()
+    if not Path(args.data).exists() and args.data == str(DATA):
+        # Build it (offline: packages only) with the builder environment.
+        subprocess.run([args.builder_python, str(HERE / "build_semanlink.py")], check=False)
     if not Path(args.data).exists():
         raise SystemExit(
             f"{args.data} not found: build it with the builder environment of "
