@@ -200,6 +200,18 @@ def test_bad_input_gives_one_line_errors(relevance, options, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.cuda
+def test_cuda_matches_cpu():
+    rng = np.random.default_rng(8)
+    Q, G = rng.normal(size=(40, 6)), rng.normal(size=(120, 6))
+    gains, seen = _graded(rng, 40, 120), sp.random(40, 120, density=0.1, random_state=rng)
+    for similarity in ("cosine", "dot"):
+        options = {"k": 5, "exclude": seen, "similarity": similarity}
+        expected = ndcg_at_k(Q, G, gains, device="cpu", **options)
+        got = ndcg_at_k(Q, G, gains, device="cuda", **options)
+        assert got == pytest.approx(expected, abs=1e-9)
+
+
 def test_dot_overflow_is_refused():
     Q = np.full((2, 2), 1e30, dtype=np.float32)
     with pytest.raises(ValueError, match="could overflow"):

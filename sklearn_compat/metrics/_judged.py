@@ -57,7 +57,8 @@ def _as_csr(judgements, shape, name, *, binary):
     if not np.all(np.isfinite(matrix.data)):
         raise ValueError(f"{name} holds NaN or infinite gains.")
     if (matrix.data < 0).any():
-        raise ValueError(f"{name} holds negative gains (min {matrix.data.min():g}).")
+        what = "values" if binary else "gains"
+        raise ValueError(f"{name} holds negative {what} (min {matrix.data.min():g}).")
     if binary:
         matrix.data = (matrix.data != 0).astype(np.float64)
     matrix.eliminate_zeros()
@@ -222,7 +223,7 @@ def head_gains(Q, G, k, gain_lookup, *, excluded=None, exclude_self=False, budge
     return out
 
 
-def dcg_from_head(head, k):
+def dcg_from_head(head):
     """Discounted cumulative gain of ranked head gains, ``sum_r g_r / log2(r + 1)``."""
     positions = torch.arange(1, head.shape[1] + 1, dtype=torch.float64, device=head.device)
     return (head / torch.log2(positions + 1.0)).sum(dim=1)
@@ -358,7 +359,7 @@ def ndcg_at_k(
     head, gains, k = _judged_scores(
         queries, gallery, relevance, k, exclude, similarity, device, memory_budget
     )
-    dcg = dcg_from_head(torch.from_numpy(head), k).numpy()
+    dcg = dcg_from_head(torch.from_numpy(head)).numpy()
     ideal = ideal_dcg(gains, k)
     n_relevant = np.diff(gains.indptr)
     scores = np.divide(dcg, ideal, out=np.zeros_like(dcg), where=ideal > 0)
@@ -433,7 +434,7 @@ def label_ndcg(queries, gallery, labels, *, k, sample_weight=None, device, memor
     Q, G = normalized_tensors([queries, gallery], dev)
     lookup = LabelGains(codes, codes, dev)
     head = head_gains(Q, G, k, lookup, exclude_self=True, budget=memory_budget)
-    dcg = dcg_from_head(head, k).cpu().numpy()
+    dcg = dcg_from_head(head).cpu().numpy()
     n_relevant = np.bincount(codes)[codes] - 1
     discounts = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(2, k + 2)))])
     ideal = discounts[np.minimum(n_relevant, k)]
