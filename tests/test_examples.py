@@ -87,6 +87,8 @@ QUICK_ARGS = {
     "lambda_grid_search.py": ["--max-epochs", "3"],
     "skorch_regulariser.py": ["--max-epochs", "2"],
     "dask_grid_search.py": ["--workers", "1"],
+    "recommender_retraining.py": [],
+    "mixed_models_search.py": [],
 }
 
 
@@ -121,14 +123,21 @@ def test_zero_shot_stitching_builds_its_own_features_and_stitches(tmp_path):
 
 
 def test_an_example_fails_loudly_without_its_data(tmp_path):
-    for script in ("zero_shot_stitching.py", "lambda_tradeoff.py"):
+    own_data = ("recommender_retraining.py", "mixed_models_search.py")
+    for script in ("zero_shot_stitching.py", "lambda_tradeoff.py", *own_data):
         result = _run_on_users_machine(tmp_path / script, script, "--data", "missing.npz")
         assert result.returncode != 0
         assert "missing.npz not found" in result.stderr
 
 
 @pytest.mark.parametrize(
-    "script", sorted(set(QUICK_ARGS) - {"zero_shot_stitching.py"}), ids=lambda s: s
+    "script",
+    # These have tests of their own below or above.
+    sorted(
+        set(QUICK_ARGS)
+        - {"zero_shot_stitching.py", "recommender_retraining.py", "mixed_models_search.py"}
+    ),
+    ids=lambda s: s,
 )
 def test_example_runs_on_a_users_machine(tmp_path, script):
     if script == "dask_grid_search.py":
@@ -137,3 +146,35 @@ def test_example_runs_on_a_users_machine(tmp_path, script):
         pytest.importorskip("skorch")
     result = _run_on_users_machine(tmp_path, script, *QUICK_ARGS[script])
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_recommender_retraining_keeps_old_users_served(tmp_path):
+    result = _run_on_users_machine(tmp_path, "recommender_retraining.py")
+    assert result.returncode == 0, result.stderr
+    retained = {
+        line[:32].strip(): float(line.split()[-1])
+        for line in result.stdout.splitlines()
+        if line.startswith(("old users", "new users"))
+    }
+    # Yesterday's users cannot read today's raw item vectors; mapped, they keep their nDCG.
+    assert retained["old users x new items (raw)"] < 0.5, result.stdout
+    assert retained["old users x mapped new items"] > 0.95, result.stdout
+
+
+def test_mixed_models_search_maps_queries_and_documents(tmp_path):
+    result = _run_on_users_machine(tmp_path, "mixed_models_search.py")
+    assert result.returncode == 0, result.stderr
+    retained = {
+        line[:40].strip(): float(line.split()[-1])
+        for line in result.stdout.splitlines()
+        if line.startswith(("A ", "B "))
+    }
+    # The two models share no basis: raw queries find nothing; mapped ones, mapped
+    # documents and the query path keep most of the index model's own nDCG@10.
+    assert retained["A queries, B index, raw"] < 0.2, result.stdout
+    for row in (
+        "A queries mapped, B index",
+        "B queries, mixed index",
+        "A queries, AlignedNeighbors",
+    ):
+        assert retained[row] > 0.8, result.stdout

@@ -16,11 +16,18 @@ Class-label retrieval (the protocol of compatible representation learning):
 - :func:`backfilling_curve`, :func:`backfilling_auc`, :func:`backfilling_order`: the
   metric while the gallery is re-embedded in stages.
 
+Judged retrieval (relevance judgements: qrels, held-out interactions; cosine or dot):
+
+- :func:`ndcg_at_k`, :func:`recall_at_k`: graded gains or per-query item sets, with items
+  excluded from ranking (seen items, the query itself).
+
 Geometry:
 
 - :func:`neighbourhood_preservation`: k-neighbourhoods kept by a map;
 - :func:`alignability`: the Gram-matrix diagnostic and Procrustes bounds;
-- :func:`anisotropy`: how strongly a space's rows share one common direction.
+- :func:`anisotropy`: how strongly a space's rows share one common direction;
+- :func:`linear_cka`, :func:`svcca`: representational similarity of the same items in two
+  spaces, without fitting a map.
 
 Deciding an upgrade:
 
@@ -36,7 +43,9 @@ Model selection:
 from ._alignability import alignability
 from ._anisotropy import AnisotropyWarning, anisotropy
 from ._backfill import backfilling_auc, backfilling_curve, backfilling_order
+from ._judged import ndcg_at_k, recall_at_k
 from ._report import CompatibilityReport, compatibility_report
+from ._representational import linear_cka, svcca
 from ._retrieval import (
     cmc_topk_accuracy,
     mean_average_precision,
@@ -61,10 +70,14 @@ __all__ = [
     "cmc_topk_accuracy",
     "compatibility_report",
     "get_retrieval_scorer_names",
+    "linear_cka",
     "make_multi_retrieval_scorer",
     "make_retrieval_scorer",
     "mean_average_precision",
+    "ndcg_at_k",
     "mean_cosine_similarity",
     "neighbourhood_preservation",
     "paired_topk_accuracy",
+    "recall_at_k",
+    "svcca",
 ]

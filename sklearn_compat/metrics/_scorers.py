@@ -9,6 +9,7 @@ import re
 from sklearn.utils.metadata_routing import MetadataRequest
 
 from .._core.validation import check_positive_int
+from ._judged import label_ndcg
 from ._retrieval import (
     cmc_topk_accuracy,
     mean_average_precision,
@@ -25,9 +26,10 @@ __all__ = [
 
 _TOPK = re.compile(r"^(csls_)?top(\d+)$")
 _CMC = re.compile(r"^cmc_top(\d+)$")
+_NDCG = re.compile(r"^ndcg(\d+)$")
 _FIXED_NAMES = ("mean_cosine", "neighbourhood_preservation")
 _EXAMPLE_NAMES = ("top1", "top5", "top10", "csls_top1", "csls_top5", "csls_top10")
-_LABEL_NAMES = ("cmc_top1", "cmc_top5", "map")
+_LABEL_NAMES = ("cmc_top1", "cmc_top5", "map", "ndcg10")
 _NEEDS_LABELS = (
     "needs the class labels of the rows: call it as scorer(estimator, X, Y, labels=...), or "
     "in GridSearchCV/cross_validate turn on metadata routing "
@@ -38,8 +40,9 @@ _NEEDS_LABELS = (
 def get_retrieval_scorer_names():
     """Names accepted by :func:`make_retrieval_scorer`.
 
-    ``"top<k>"``, ``"csls_top<k>"`` and ``"cmc_top<k>"`` work for any positive ``k``; the
-    list shows the common ones.  ``"cmc_top<k>"`` and ``"map"`` need class labels.
+    ``"top<k>"``, ``"csls_top<k>"``, ``"cmc_top<k>"`` and ``"ndcg<k>"`` work for any
+    positive ``k``; the list shows the common ones.  ``"cmc_top<k>"``, ``"map"`` and
+    ``"ndcg<k>"`` need class labels.
 
     Returns
     -------
@@ -55,7 +58,7 @@ def get_retrieval_scorer_names():
 
 
 def _needs_labels(metric):
-    return metric == "map" or bool(_CMC.match(metric))
+    return metric == "map" or bool(_CMC.match(metric) or _NDCG.match(metric))
 
 
 def _metric_function(metric, *, csls_k=10, k=10, device="auto", memory_budget=None):
@@ -112,9 +115,27 @@ def _metric_function(metric, *, csls_k=10, k=10, device="auto", memory_budget=No
             return cmc_topk_accuracy(mapped, Y, labels, k=top, **options, **common)
 
         return score
+    match = _NDCG.match(metric)
+    if match and int(match.group(1)) >= 1:
+        cut = int(match.group(1))
+
+        def score(mapped, X, Y, sample_weight, labels):
+            if labels is None:
+                raise ValueError(f"The {metric!r} scorer {_NEEDS_LABELS}")
+            return label_ndcg(
+                mapped,
+                Y,
+                labels,
+                k=cut,
+                sample_weight=sample_weight,
+                memory_budget=memory_budget,
+                **common,
+            )
+
+        return score
     raise ValueError(
         f"Unknown retrieval metric {metric!r}; use 'top<k>', 'csls_top<k>', "
-        "'mean_cosine', 'neighbourhood_preservation', 'cmc_top<k>' or 'map'."
+        "'mean_cosine', 'neighbourhood_preservation', 'cmc_top<k>', 'map' or 'ndcg<k>'."
     )
 
 
@@ -204,7 +225,10 @@ def make_retrieval_scorer(metric="top1", *, csls_k=10, k=10, device="auto", memo
           :func:`mean_average_precision` of the mapped rows (queries) against ``Y``
           (gallery), the fold's own items, each query excluded from its own gallery.
           They need the rows' class labels: ``scorer(estimator, X, Y, labels=...)``, or
-          through metadata routing in model selection (the scorer requests ``labels``).
+          through metadata routing in model selection (the scorer requests ``labels``);
+        - ``"ndcg<k>"`` (``"ndcg10"``): :func:`ndcg_at_k` of the same protocol, the items
+          of the query's class being relevant (gain 1), each query excluded from its own
+          gallery; it needs ``labels`` like ``"map"``.
     csls_k : int, default=10
         Neighbours of the CSLS hubness correction (``csls_top<k>`` only).
     k : int, default=10
