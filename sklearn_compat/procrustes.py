@@ -6,8 +6,10 @@ import torch
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._core import auto_settings
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
+from ._core.pair_stats import batch_moments
 from .metrics._anisotropy import warn_if_anisotropic
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
@@ -183,20 +185,111 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     """
 
     _parameter_constraints: dict = {
-        "center": ["boolean"],
-        "scale": ["boolean", StrOptions({"spread"})],
+        "center": ["boolean", StrOptions({"auto"})],
+        "scale": ["boolean", StrOptions({"spread", "auto"})],
         "allow_reflection": ["boolean"],
         "device": [str, torch.device],
+        "random_state": ["random_state"],
     }
 
-    def __init__(self, center=True, scale="spread", allow_reflection=True, device="auto"):
+    def __init__(
+        self,
+        center="auto",
+        scale="auto",
+        allow_reflection=True,
+        device="auto",
+        random_state=None,
+    ):
         self.center = center
         self.scale = scale
         self.allow_reflection = allow_reflection
         self.device = device
+        self.random_state = random_state
+
+    # The settings in force: the fitted choice where the parameter is "auto".
+    def _center(self):
+        return auto_settings.resolve(self.center, "center_", self, True)
+
+    def _scale(self):
+        return auto_settings.resolve(self.scale, "scale_mode_", self, "spread")
+
+    def _update(self, X, Y, sample_weight, *, reset):
+        if not reset:
+            return super()._update(X, Y, sample_weight, reset=False)
+        for name in ("center_", "scale_mode_", "auto_scores_"):
+            self.__dict__.pop(name, None)
+        candidates = self._auto_candidates()
+        if candidates is None:
+            self.center_, self.scale_mode_ = self._center(), self._scale()
+            self.auto_scores_ = None
+            return super()._update(X, Y, sample_weight, reset=True)
+        moments, n_rows = batch_moments(
+            self, X, Y, sample_weight, reset=True, centered=True, need_sq_y=True
+        )
+        if moments.weight <= 0:
+            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+        if auto_settings.negligible_offsets(moments):
+            # Neither side has a common offset: centring and scale change no cosine.
+            choice, self.auto_scores_, svds = candidates[0], {}, {}
+        else:
+            choice, self.auto_scores_, svds = auto_settings.choose_procrustes_setting(
+                self, moments, X, Y, sample_weight, candidates, self._candidate_map
+            )
+        if choice is None:
+            choice = candidates[0]
+            auto_settings.warn_undecided(
+                type(self).__name__,
+                f"{n_rows} rows, fewer than the {auto_settings.MIN_ROWS} needed for a "
+                "held-out slice",
+                f"center={choice[0]}, scale={choice[1]!r}",
+            )
+        elif moments.sq_x <= 0 or moments.sq_y <= 0:
+            auto_settings.warn_undecided(
+                type(self).__name__,
+                "every column of X or of Y is constant",
+                f"center={choice[0]}, scale={choice[1]!r}",
+            )
+        self.center_, self.scale_mode_ = choice
+        if not self.center_:
+            moments = auto_settings.uncentred(moments)
+        self._solve(moments, n_rows, svd=svds.get(self.center_))
+        self._moments_state = vars(moments).copy()
+        self.n_samples_seen_ = n_rows
+        return self
+
+    def _auto_candidates(self):
+        """(center, scale) settings to choose from, preferred first; None: nothing to choose.
+
+        Without centring the scale changes no cosine, so ``"spread"`` is taken unscored.
+        """
+        centers = [True, False] if self.center == "auto" else [self.center]
+        scales = ["spread", True, False] if self.scale == "auto" else [self.scale]
+        candidates = [(c, s) for c in centers for s in (scales if c else scales[:1])]
+        return candidates if len(candidates) > 1 else None
+
+    def _candidate_map(self, moments, center, cache):
+        if center not in cache:
+            cache[center] = procrustes_from_cross(
+                moments.cross, allow_reflection=self.allow_reflection
+            )
+        svd = cache[center]
+        return svd[0], lambda scale: self._fit_map(moments, scale, svd)[2]
+
+    def _fit_map(self, moments, scale, svd=None):
+        """``(W, singular values, s)`` from the statistics (``svd``: their SVD, if known)."""
+        W, S, signs = svd or procrustes_from_cross(
+            moments.cross, allow_reflection=self.allow_reflection
+        )
+        scale_factor = 1.0
+        if scale == "spread":
+            if moments.sq_x > 0:
+                scale_factor = float(np.sqrt(moments.sq_y / moments.sq_x))
+        elif scale and moments.sq_x > 0:
+            scale_factor = float(np.dot(signs, S) / moments.sq_x)
+        return W, S, scale_factor
 
     def _check_fit_inputs(self, X, Y):
-        if not self.center:
+        if self.center is False:
             warn_if_anisotropic(
                 {"X": X, "Y": Y},
                 estimator=type(self).__name__,
@@ -208,38 +301,32 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
 
     def _moment_options(self):
         # Uncentred fits need no means; ||X||^2 and ||Y||^2 only serve the scale.
-        spread = self.scale == "spread"
+        center, scale = self._center(), self._scale()
         return {
-            "centered": self.center,
-            "need_means": self.center,
-            "need_sq_x": self.scale is not False,
-            "need_sq_y": spread,
+            "centered": center,
+            "need_means": center,
+            "need_sq_x": scale is not False,
+            "need_sq_y": scale == "spread",
         }
 
     def _check_continuation(self, previous):
-        if previous.centered != self.center:
+        center, scale = self._center(), self._scale()
+        if previous.centered != center:
             raise ValueError(
                 f"center was {previous.centered} in earlier partial_fit calls and is "
-                f"{self.center} now; call fit to start over."
+                f"{center} now; call fit to start over."
             )
-        spread = self.scale == "spread"
-        if (self.scale is not False and np.isnan(previous.sq_x)) or (
-            spread and np.isnan(previous.sq_y)
+        if (scale is not False and np.isnan(previous.sq_x)) or (
+            scale == "spread" and np.isnan(previous.sq_y)
         ):
             raise ValueError(
-                f"scale={self.scale!r} needs sums of squares that earlier partial_fit calls "
+                f"scale={scale!r} needs sums of squares that earlier partial_fit calls "
                 "did not collect (they ran with another scale); call fit to start over."
             )
 
-    def _solve(self, moments, n_samples_seen):
-        W, S, signs = procrustes_from_cross(moments.cross, allow_reflection=self.allow_reflection)
-        scale = 1.0
-        if self.scale == "spread":
-            if moments.sq_x > 0:
-                scale = float(np.sqrt(moments.sq_y / moments.sq_x))
-        elif self.scale and moments.sq_x > 0:
-            scale = float(np.dot(signs, S) / moments.sq_x)
-        if self.center:
+    def _solve(self, moments, n_samples_seen, svd=None):
+        W, S, scale = self._fit_map(moments, self._scale(), svd)
+        if self._center():
             self.mean_x_ = moments.mean_x.copy()
             self.mean_y_ = moments.mean_y.copy()
         else:
