@@ -5,11 +5,14 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.linalg
 import torch
-from sklearn.utils._param_validation import Interval
+from sklearn.base import clone
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._core import auto_settings
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
+from ._core.moments import PairMoments
 
 __all__ = ["AffineAligner", "least_squares_from_gram"]
 
@@ -166,24 +169,71 @@ class AffineAligner(ClosedFormAligner):
     """
 
     _parameter_constraints: dict = {
-        "fit_intercept": ["boolean"],
+        "fit_intercept": ["boolean", StrOptions({"auto"})],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "device": [str, torch.device],
         "rank": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
     }
 
-    def __init__(self, fit_intercept=True, alpha=0.0, device="auto", rank=None):
+    def __init__(
+        self, fit_intercept="auto", alpha=0.0, device="auto", rank=None, random_state=None
+    ):
         self.fit_intercept = fit_intercept
         self.alpha = alpha
         self.device = device
         self.rank = rank
+        self.random_state = random_state
+
+    def _update(self, X, Y, sample_weight, *, reset):
+        if reset:
+            # fit_intercept="auto" (and the first partial_fit batch) decides center_.
+            auto_settings.resolve_by_refit(
+                self,
+                X,
+                Y,
+                {"fit_intercept": "center_"},
+                [{"fit_intercept": True}, {"fit_intercept": False}],
+                {"fit_intercept": True},
+                sample_weight=sample_weight,
+                chooser=lambda options: auto_settings.choose_from_moments(
+                    self,
+                    X,
+                    Y,
+                    sample_weight,
+                    options,
+                    prepare=lambda option: ("raw", lambda rows: rows),
+                    solve=self._candidate_map,
+                ),
+            )
+        return super()._update(X, Y, sample_weight, reset=reset)
+
+    def _candidate_map(self, stats, option):
+        """The map of one candidate setting from centred statistics (see auto_settings)."""
+        centered = option["fit_intercept"]
+        stats = stats if centered else auto_settings.uncentred_stats(stats)
+        moments = PairMoments(
+            weight=stats["weight"],
+            mean_x=stats["mean_x"],
+            mean_y=stats["mean_y"],
+            cross=stats["cross"],
+            sq_x=float("nan"),
+            gram_x=stats["gram_x"],
+            centered=centered,
+        )
+        candidate = clone(self).set_params(**option)
+        candidate._solve(moments, int(stats["weight"]))
+        return candidate._affine_map()
+
+    def _fit_intercept(self):
+        return bool(auto_settings.resolve(self.fit_intercept, "center_", self, True))
 
     def _moment_options(self):
         # The normal equations square the condition number of X: float64 statistics.
-        return {"centered": self.fit_intercept, "need_gram": True, "stats_dtype": np.float64}
+        return {"centered": self._fit_intercept(), "need_gram": True, "stats_dtype": np.float64}
 
     def _check_continuation(self, previous):
-        if previous.centered != self.fit_intercept:
+        if previous.centered != self._fit_intercept():
             raise ValueError(
                 "fit_intercept was changed between partial_fit calls; call fit to start over."
             )
@@ -197,7 +247,7 @@ class AffineAligner(ClosedFormAligner):
             _, evecs = scipy.linalg.eigh(W.T @ moments.gram_x @ W, check_finite=False)
             V = evecs[:, ::-1][:, : self.rank]
             W = (W @ V) @ V.T
-        if self.fit_intercept:
+        if self._fit_intercept():
             bias = moments.mean_y - moments.mean_x @ W
         else:
             bias = np.zeros(W.shape[1])

@@ -10,6 +10,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._core.auto_settings import query_comparison_form
 from ._core.backend import resolve_device, to_torch
 from ._core.ranking import (
     block_rows,
@@ -152,7 +153,7 @@ class AlignedNeighbors(BaseEstimator):
     _parameter_constraints: dict = {
         "aligner": [HasMethods(["transform"])],
         "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
-        "gallery": [StrOptions({"centered", "raw"})],
+        "gallery": [StrOptions({"auto", "centered", "raw"})],
         "metric": [StrOptions({"cosine"})],
         "csls_k": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "csls_reference": [StrOptions({"fit", "batch"})],
@@ -165,7 +166,7 @@ class AlignedNeighbors(BaseEstimator):
         aligner,
         *,
         n_neighbors=10,
-        gallery="centered",
+        gallery="auto",
         metric="cosine",
         csls_k=10,
         csls_reference="fit",
@@ -226,10 +227,9 @@ class AlignedNeighbors(BaseEstimator):
         center = None
         # Aligners that work on unit rows (vecmap's normalisation, RCSLS) map into the
         # space of Y's unit rows and report that space's mean: centre unit rows there.
-        self.unit_rows_ = bool(getattr(final, "_maps_unit_rows", lambda: False)())
-        # A map fitted to uncentred rows (center=False) does not put the queries around
-        # Y's mean, so centring the gallery alone would leave every query off-centre.
-        self.centered_ = self.gallery == "centered" and getattr(final, "center", True) is not False
+        # A map fitted to uncentred rows does not put the queries around Y's mean, so
+        # centring the gallery alone would leave every query off-centre.
+        self.centered_, self.unit_rows_ = query_comparison_form(final, self.gallery)
         if self.centered_:
             mean_y = getattr(final, "mean_y_", None)
             if mean_y is not None and np.any(mean_y):

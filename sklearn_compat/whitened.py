@@ -8,6 +8,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._core import auto_settings
 from ._core.backend import apply_affine, is_dask_collection
 from ._core.base import BaseAligner
 from ._core.pair_stats import batch_moments
@@ -115,24 +116,26 @@ class WhitenedProcrustesAligner(BaseAligner):
     """
 
     _parameter_constraints: dict = {
-        "normalize": ["boolean"],
-        "center": ["boolean"],
+        "normalize": ["boolean", StrOptions({"auto"})],
+        "center": ["boolean", StrOptions({"auto"})],
         "whiten": ["boolean"],
         "reweight": [Interval(Real, 0, None, closed="left")],
         "dewhiten": [StrOptions({"target", "source"})],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "device": [str, torch.device],
+        "random_state": ["random_state"],
     }
 
     def __init__(
         self,
-        normalize=True,
-        center=True,
+        normalize="auto",
+        center="auto",
         whiten=True,
         reweight=0.0,
         dewhiten="target",
         n_components=None,
         device="auto",
+        random_state=None,
     ):
         self.normalize = normalize
         self.center = center
@@ -141,6 +144,7 @@ class WhitenedProcrustesAligner(BaseAligner):
         self.dewhiten = dewhiten
         self.n_components = n_components
         self.device = device
+        self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, Y=None, sample_weight=None, *, y=None):
@@ -163,7 +167,29 @@ class WhitenedProcrustesAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
-        options = {"centered": self.center, "need_gram": True, "stats_dtype": np.float64}
+        setting = auto_settings.resolve_by_refit(
+            self,
+            X,
+            Y,
+            {"center": "center_", "normalize": "normalize_"},
+            [{"center": c, "normalize": n} for n in (True, False) for c in (True, False)],
+            {"center": True, "normalize": True},
+            sample_weight=sample_weight,
+            chooser=lambda options: auto_settings.choose_from_moments(
+                self,
+                X,
+                Y,
+                sample_weight,
+                options,
+                prepare=lambda option: (
+                    option["normalize"],
+                    unit_rows if option["normalize"] else (lambda rows: rows),
+                ),
+                solve=self._candidate_map,
+            ),
+        )
+        center, normalize = setting["center"], setting["normalize"]
+        options = {"centered": center, "need_gram": True, "stats_dtype": np.float64}
         # A second, throwaway aligner reduces (Y, X) for Y's covariance, so that both
         # passes share the validated, device- and Dask-aware statistics code.
         helper = BaseAligner()
@@ -172,40 +198,57 @@ class WhitenedProcrustesAligner(BaseAligner):
             from ._core.dask import _as_dask_2d
 
             X, Y = _as_dask_2d(X, "X"), _as_dask_2d(Y, "Y")
-            if self.normalize:
+            if normalize:
                 X, Y = unit_rows(X), unit_rows(Y)
             xy, n_rows = batch_moments(self, X, Y, sample_weight, reset=True, **options)
         else:
             X, Y = self._validate_pair(X, Y, reset=True, keep_tensors=True)
-            if self.normalize:
+            if normalize:
                 X, Y = unit_rows(X), unit_rows(Y)
             xy, n_rows = batch_moments(helper, X, Y, sample_weight, reset=True, **options)
         yy, _ = batch_moments(helper, Y, X, sample_weight, reset=True, **options)
         if xy.weight <= 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
         d_x, d_y = xy.cross.shape
+        fitted = self._multi_step(xy.gram_x, yy.gram_x, xy.cross, n_rows)
+        self.W_ = fitted.W
+        self.singular_values_ = fitted.singular_values
+        self.n_components_ = int(fitted.singular_values.shape[0])
+        self.mean_x_ = xy.mean_x.copy() if center else np.zeros(d_x)
+        self.mean_y_ = xy.mean_y.copy() if center else np.zeros(d_y)
+        self.n_samples_seen_ = int(n_rows)
+        return self
+
+    def _multi_step(self, gram_x, gram_y, cross, n_rows):
+        d_x, d_y = cross.shape
         rtol = np.finfo(np.float64).eps * max(d_x, d_y, np.sqrt(n_rows))
-        fitted = multi_step_map(
-            xy.gram_x,
-            yy.gram_x,
-            xy.cross,
+        return multi_step_map(
+            gram_x,
+            gram_y,
+            cross,
             whiten=self.whiten,
             reweight=float(self.reweight),
             dewhiten=self.dewhiten,
             n_components=self.n_components,
             rtol=rtol,
         )
-        self.W_ = fitted.W
-        self.singular_values_ = fitted.singular_values
-        self.n_components_ = int(fitted.singular_values.shape[0])
-        self.mean_x_ = xy.mean_x.copy() if self.center else np.zeros(d_x)
-        self.mean_y_ = xy.mean_y.copy() if self.center else np.zeros(d_y)
-        self.n_samples_seen_ = int(n_rows)
-        return self
+
+    def _candidate_map(self, stats, option):
+        """The map of one candidate setting from centred statistics (see auto_settings)."""
+        if not option["center"]:
+            stats = auto_settings.uncentred_stats(stats)
+        W = self._multi_step(stats["gram_x"], stats["gram_y"], stats["cross"], stats["weight"]).W
+        if not option["center"]:
+            return W, np.zeros(W.shape[1])
+        return W, stats["mean_y"] - stats["mean_x"] @ W
+
+    def _normalize(self):
+        # The setting in force (models saved before "auto" existed have no normalize_).
+        return bool(auto_settings.resolve(self.normalize, "normalize_", self, True))
 
     def _maps_unit_rows(self):
         """Whether ``transform`` maps into the space of Y's unit rows (see AlignedNeighbors)."""
-        return bool(self.normalize)
+        return self._normalize()
 
     def _affine_map(self):
         """The affine part, applied to X's rows after the (optional) normalisation."""
@@ -229,9 +272,9 @@ class WhitenedProcrustesAligner(BaseAligner):
 
             check_is_fitted(self)
             X = _as_dask_2d(X, "X")
-            return dask_transform(self, unit_rows(X) if self.normalize else X)
+            return dask_transform(self, unit_rows(X) if self._normalize() else X)
         X = self._validate_X(X)
-        if self.normalize:
+        if self._normalize():
             X = unit_rows(X)
         A, b = self._affine_map()
         return apply_affine(X, A, b, self._compute_device())

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from sklearn.base import clone
 from sklearn.utils import _safe_indexing, check_random_state
+from threadpoolctl import threadpool_limits
 
 from .backend import is_dask_collection
 
@@ -37,6 +38,7 @@ __all__ = [
     "choose_procrustes_setting",
     "holdout_folds",
     "resolve",
+    "resolve_by_refit",
 ]
 
 #: Fewest training rows from which ``"auto"`` is decided (a held-out slice of 20).
@@ -270,17 +272,132 @@ def _label(candidate):
     return f"center={center}, scale={scale!r}"
 
 
-def choose_by_refit(estimator, X, Y, grid, *, random_state=None, fit_params=None):
+#: Rows from which the moment-based choosers (Affine, Whitened) decide: a larger training
+#: set is sampled (evenly spaced rows, or seeded by ``random_state``) for the decision only.
+SAMPLE_ROWS = 20000
+
+
+def _sample_rows(n_rows, random_state):
+    if n_rows <= SAMPLE_ROWS:
+        return np.arange(n_rows)
+    if random_state is None:
+        return np.linspace(0, n_rows - 1, SAMPLE_ROWS).round().astype(np.int64)
+    return np.sort(check_random_state(random_state).permutation(n_rows)[:SAMPLE_ROWS])
+
+
+def _stats(X, Y, w):
+    """Centred first and second moments (with both Gram matrices), float64 numpy."""
+    w = np.ones(len(X)) if w is None else w
+    weight = float(w.sum())
+    mean_x, mean_y = w @ X / weight, w @ Y / weight
+    Xc, Yc = X - mean_x, Y - mean_y
+    Xw = Xc * w[:, None]
+    return {
+        "weight": weight,
+        "mean_x": mean_x,
+        "mean_y": mean_y,
+        "cross": Xw.T @ Yc,
+        "gram_x": Xw.T @ Xc,
+        "gram_y": (Yc * w[:, None]).T @ Yc,
+    }
+
+
+def _stats_without(total, part):
+    """Statistics of the rows of ``total`` not in ``part`` (Chan's merge run backwards)."""
+    rest = total["weight"] - part["weight"]
+    mean_x = (total["weight"] * total["mean_x"] - part["weight"] * part["mean_x"]) / rest
+    mean_y = (total["weight"] * total["mean_y"] - part["weight"] * part["mean_y"]) / rest
+    factor = rest * part["weight"] / total["weight"]
+    dx, dy = part["mean_x"] - mean_x, part["mean_y"] - mean_y
+    return {
+        "weight": rest,
+        "mean_x": mean_x,
+        "mean_y": mean_y,
+        "cross": total["cross"] - part["cross"] - factor * np.outer(dx, dy),
+        "gram_x": total["gram_x"] - part["gram_x"] - factor * np.outer(dx, dx),
+        "gram_y": total["gram_y"] - part["gram_y"] - factor * np.outer(dy, dy),
+    }
+
+
+def uncentred_stats(stats):
+    """``sum w x y^T`` and the raw Gram matrices from centred statistics (exact)."""
+    w, mean_x, mean_y = stats["weight"], stats["mean_x"], stats["mean_y"]
+    return dict(
+        stats,
+        cross=stats["cross"] + w * np.outer(mean_x, mean_y),
+        gram_x=stats["gram_x"] + w * np.outer(mean_x, mean_x),
+        gram_y=stats["gram_y"] + w * np.outer(mean_y, mean_y),
+    )
+
+
+def choose_from_moments(estimator, X, Y, sample_weight, options, *, prepare, solve):
+    """Choose among closed-form settings by k-fold held-out top-1 from moments.
+
+    Every fold's map is solved from the statistics of the other rows (the whole set's
+    minus the fold's), so five folds cost five small solves per candidate, not refits.
+
+    Parameters
+    ----------
+    options : list of dict
+        Candidate settings, preferred first.
+    prepare : callable
+        ``prepare(option)`` -> (key, function applied to the raw rows before the map),
+        e.g. ``("unit", unit_rows)``; statistics are computed once per key.
+    solve : callable
+        ``solve(stats, option)`` -> ``(A, b)``, the affine map of the prepared rows, from
+        centred statistics (``uncentred_stats`` gives the raw ones).
+
+    Returns
+    -------
+    dict or None, scores
+        None when the data are too few for a held-out fold.
+    """
+    random_state = getattr(estimator, "random_state", None)
+    sample = _sample_rows(int(np.shape(X)[0]), random_state)
+    X_s, Y_s = take_rows(X, sample), take_rows(Y, sample)
+    w_s = None if sample_weight is None else np.asarray(sample_weight, np.float64)[sample]
+    folds = holdout_folds(len(sample), random_state)
+    if folds is None:
+        return None, {}
+    prepared, scores = {}, {}
+    # Many small (d x d) eigen- and singular-value problems: one BLAS thread each runs them
+    # fastest, and avoids the spin-waits of threaded LAPACK on a busy machine.
+    with threadpool_limits(limits=1, user_api="blas"):
+        for option in options:
+            _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds)
+    by_label = dict(zip(scores, options, strict=True))
+    return by_label[pick(scores)], {k: float(np.mean(v)) for k, v in scores.items()}
+
+
+def _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds):
+    """Mean held-out top-1 of one candidate over the folds (into ``scores``)."""
+    key, function = prepare(option)
+    if key not in prepared:
+        X_p, Y_p = function(X_s), function(Y_s)
+        prepared[key] = (X_p, Y_p, _stats(X_p, Y_p, w_s))
+    X_p, Y_p, total = prepared[key]
+    label = ", ".join(f"{k}={v!r}" for k, v in option.items())
+    scores[label] = []
+    for rows in folds:
+        w_fold = None if w_s is None else w_s[rows]
+        rest = _stats_without(total, _stats(X_p[rows], Y_p[rows], w_fold))
+        A, b = solve(rest, option)
+        scores[label].append(paired_top1(X_p[rows] @ A + b, Y_s[rows]))
+
+
+def choose_by_refit(estimator, X, Y, grid, *, sample_weight=None):
     """Choose among parameter settings by refitting clones on the kept rows.
 
     Parameters
     ----------
     estimator : aligner
-        Cloned for each candidate, with the candidate's parameters set explicitly.
+        Cloned for each candidate, with the candidate's parameters set explicitly; its
+        ``random_state`` picks the held-out rows (one fold: a refit costs a fit).
     X, Y : the training input
     grid : list of dict
         Candidate parameter settings, in order of preference.
-    random_state : see :func:`holdout_folds`; one fold is used (a refit costs a fit).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Passed to the refits (the kept rows' weights).
 
     Returns
     -------
@@ -289,25 +406,127 @@ def choose_by_refit(estimator, X, Y, grid, *, random_state=None, fit_params=None
         keyed by its ``"name=value, ..."`` label.
     """
     n_rows = int(np.shape(X)[0])
-    folds = holdout_folds(n_rows, random_state)
+    folds = holdout_folds(n_rows, getattr(estimator, "random_state", None))
     if folds is None:
         return None, {}
     rows = folds[0]
     keep = np.setdiff1d(np.arange(n_rows), rows)
     X_keep, Y_keep = take_rows(X, keep), take_rows(Y, keep)
     X_fold, Y_fold = take_rows(X, rows), take_rows(Y, rows)
-    if isinstance(X, np.ndarray) and X.dtype == np.float32:
+    if getattr(X, "dtype", None) in (np.float32, torch.float32):
         X_keep, Y_keep = X_keep.astype(np.float32), Y_keep.astype(np.float32)
+    fit_params = {}
+    if sample_weight is not None:
+        fit_params["sample_weight"] = np.asarray(sample_weight)[keep]
     scores = {}
     for params in grid:
         label = ", ".join(f"{k}={v!r}" for k, v in params.items())
         model = clone(estimator).set_params(**params)
         with warnings.catch_warnings():
+            # The candidates' own advice (e.g. anisotropy warnings) is what is being
+            # measured here; the user sees the chosen setting instead.
             warnings.simplefilter("ignore")
-            model.fit(X_keep, Y_keep, **(fit_params or {}))
+            model.fit(X_keep, Y_keep, **fit_params)
         scores[label] = [paired_top1(model.transform(X_fold), Y_fold)]
-    chosen = pick(scores)
     by_label = dict(zip(scores, grid, strict=True))
-    return by_label[chosen], {
-        k: float(v[0]) for k, v in scores.items()
-    }
+    return by_label[pick(scores)], {k: float(v[0]) for k, v in scores.items()}
+
+
+def resolve_by_refit(
+    estimator, X, Y, names, grid, fallback, *, sample_weight=None, chooser=None
+):
+    """Decide the ``"auto"`` parameters of ``estimator`` and set their fitted attributes.
+
+    Parameters
+    ----------
+    names : dict
+        ``{parameter: fitted attribute}``; an explicit parameter is copied as it is.
+    grid : list of dict
+        Candidate values of the parameters, preferred first (explicit ones override).
+    fallback : dict
+        The values used, with an :class:`AutoSettingWarning`, when the data are too few.
+    chooser : callable, default=None
+        ``chooser(options) -> (setting or None, scores)``; by default
+        :func:`choose_by_refit` (one held-out fold, one refit per candidate).
+
+    Returns
+    -------
+    dict
+        ``{parameter: value in force}``.  ``auto_scores_`` is set to the candidates'
+        held-out top-1 (None when nothing was scored).
+    """
+    auto = [name for name in names if _is_auto(getattr(estimator, name))]
+    fixed = {name: getattr(estimator, name) for name in names if name not in auto}
+    estimator.auto_scores_ = None
+    setting = dict(fixed)
+    if auto:
+        options = {}
+        for values in grid:
+            option = {**values, **fixed}
+            options.setdefault(tuple(sorted(option.items())), option)
+        options = list(options.values())
+        setting = options[0]
+        if len(options) > 1:
+            if chooser is None:
+                chosen, scores = choose_by_refit(
+                    estimator, X, Y, options, sample_weight=sample_weight
+                )
+            else:
+                chosen, scores = chooser(options)
+            if chosen is None:
+                chosen = {**fallback, **fixed}
+                warn_undecided(
+                    type(estimator).__name__,
+                    f"{int(np.shape(X)[0])} rows, fewer than the {MIN_ROWS} needed for a "
+                    "held-out slice",
+                    ", ".join(f"{name}={chosen[name]!r}" for name in auto),
+                )
+            setting, estimator.auto_scores_ = chosen, scores or None
+    for name, attribute in names.items():
+        setattr(estimator, attribute, setting[name])
+    return setting
+
+
+def _is_auto(value):
+    return isinstance(value, str) and value == "auto"
+
+
+def query_comparison_form(aligner, gallery):
+    """How ``AlignedNeighbors`` compares mapped queries with the gallery.
+
+    Returns ``(centered, unit_rows)``.  ``unit_rows``: the aligner maps into the space of
+    Y's unit rows (both sides are scaled to unit length first).  ``centered``: both sides
+    are shifted by the target mean before the cosine, which is right exactly when the map
+    was fitted to centred rows (its queries then sit around Y's mean); the aligner's
+    fitted ``center_`` says so where it has one, else its ``center`` or ``fit_intercept``
+    parameter.  ``gallery="auto"`` centres only such maps; ``"centered"`` centres every
+    map not fitted uncentred (the behaviour before ``"auto"``); ``"raw"`` never centres.
+    """
+    unit_rows = bool(getattr(aligner, "_maps_unit_rows", lambda: False)())
+    if gallery == "raw":
+        return False, unit_rows
+    fitted = None
+    for name in ("center_", "center", "fit_intercept"):
+        value = getattr(aligner, name, None)
+        if isinstance(value, (bool, np.bool_)):
+            fitted = bool(value)
+            break
+    if gallery == "centered":
+        return fitted is not False, unit_rows
+    return fitted is True, unit_rows
+
+
+#: Fitted attributes that record what an "auto" parameter resolved to.
+CHOICE_ATTRIBUTES = ("center_", "scale_mode_", "normalize_", "auto_scores_")
+
+
+def fitted_choices(model):
+    """``{attribute: value}`` of the settings chosen at fit, as plain builtins."""
+    out = {}
+    for name in CHOICE_ATTRIBUTES:
+        value = getattr(model, name, None)
+        if isinstance(value, (bool, np.bool_, str)):
+            out[name] = value if isinstance(value, str) else bool(value)
+        elif name == "auto_scores_" and isinstance(value, dict):
+            out[name] = {str(k): round(float(v), 4) for k, v in value.items()}
+    return out
