@@ -196,11 +196,11 @@ class AffineAligner(ClosedFormAligner):
                 [{"fit_intercept": True}, {"fit_intercept": False}],
                 {"fit_intercept": True},
                 sample_weight=sample_weight,
-                chooser=lambda options: auto_settings.choose_from_moments(
+                chooser=lambda options, X, Y, weights: auto_settings.choose_from_moments(
                     self,
                     X,
                     Y,
-                    sample_weight,
+                    weights,
                     options,
                     prepare=lambda option: ("raw", lambda rows: rows),
                     solve=self._candidate_map,

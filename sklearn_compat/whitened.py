@@ -175,11 +175,11 @@ class WhitenedProcrustesAligner(BaseAligner):
             [{"center": c, "normalize": n} for n in (True, False) for c in (True, False)],
             {"center": True, "normalize": True},
             sample_weight=sample_weight,
-            chooser=lambda options: auto_settings.choose_from_moments(
+            chooser=lambda options, X, Y, weights: auto_settings.choose_from_moments(
                 self,
                 X,
                 Y,
-                sample_weight,
+                weights,
                 options,
                 prepare=lambda option: (
                     option["normalize"],

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from sklearn.base import clone
 from sklearn.utils import _safe_indexing, check_random_state
+from sklearn.utils.validation import _check_sample_weight
 from threadpoolctl import threadpool_limits
 
 from .backend import is_dask_collection
@@ -432,6 +433,21 @@ def choose_by_refit(estimator, X, Y, grid, *, sample_weight=None):
     return by_label[pick(scores)], {k: float(v[0]) for k, v in scores.items()}
 
 
+def checked_input(estimator, X, Y, sample_weight):
+    """``(X, Y, sample_weight)`` validated as ``fit`` will (one-line errors first), so that
+    the choice reads clean rows; Dask input is passed through (read lazily by rows)."""
+    if is_dask_collection(X, Y, sample_weight):
+        return X, Y, sample_weight
+    X, Y = estimator._validate_pair(X, Y, reset=True, keep_tensors=True)
+    if sample_weight is not None:
+        sample_weight = _check_sample_weight(
+            np.asarray(sample_weight), X, dtype=np.float64, ensure_non_negative=True
+        )
+        if not sample_weight.sum() > 0:
+            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+    return X, Y, sample_weight
+
+
 def resolve_by_refit(
     estimator, X, Y, names, grid, fallback, *, sample_weight=None, chooser=None
 ):
@@ -446,7 +462,8 @@ def resolve_by_refit(
     fallback : dict
         The values used, with an :class:`AutoSettingWarning`, when the data are too few.
     chooser : callable, default=None
-        ``chooser(options) -> (setting or None, scores)``; by default
+        ``chooser(options, X, Y, sample_weight) -> (setting or None, scores)``, given the
+        validated input; by default
         :func:`choose_by_refit` (one held-out fold, one refit per candidate).
 
     Returns
@@ -460,6 +477,7 @@ def resolve_by_refit(
     estimator.auto_scores_ = None
     setting = dict(fixed)
     if auto:
+        X, Y, sample_weight = checked_input(estimator, X, Y, sample_weight)
         options = {}
         for values in grid:
             option = {**values, **fixed}
@@ -472,7 +490,7 @@ def resolve_by_refit(
                     estimator, X, Y, options, sample_weight=sample_weight
                 )
             else:
-                chosen, scores = chooser(options)
+                chosen, scores = chooser(options, X, Y, sample_weight)
             if chosen is None:
                 chosen = {**fallback, **fixed}
                 warn_undecided(
