@@ -52,15 +52,19 @@ class AlignedNeighbors(BaseEstimator):
         :class:`sklearn.frozen.FrozenEstimator` to keep it through ``clone``).
     n_neighbors : int, default=10
         Neighbours returned by ``kneighbors`` when it is not given one.
-    gallery : {"centered", "raw"}, default="centered"
-        How gallery and mapped queries are compared.  ``"centered"``: both are shifted by
-        the target mean ``mu`` and renormalised before the cosine: ``mu`` is the aligner's
+    gallery : {"auto", "centered", "raw"}, default="auto"
+        How gallery and mapped queries are compared.  Centred: both are shifted by the
+        target mean ``mu`` and renormalised before the cosine: ``mu`` is the aligner's
         ``mean_y_`` when it has a non-zero one (a centred Procrustes map), else the mean of
         the gallery given to ``fit``.  On anisotropic models, whose embeddings share one
         common direction, every mapped query is otherwise pulled toward the gallery items
-        nearest that direction.  An aligner fitted with ``center=False`` is compared raw
-        (its map was fitted to uncentred rows, so its queries do not sit around Y's mean;
-        ``centered_`` says which form was used).  Aligners that map into the space of Y's
+        nearest that direction.  ``"auto"`` compares centred exactly when the map was
+        fitted to centred rows: the aligner's fitted ``center_`` (what its own ``"auto"``
+        chose), else its ``center`` or ``fit_intercept`` parameter; any other map is
+        compared raw, as its queries do not sit around Y's mean (RCSLS's uncentred map:
+        top-1 0.902 centred against 0.936 by ``transform`` on WordLlama -> MiniLM in
+        issue 22's measurement).  ``"centered"`` centres every map not fitted uncentred
+        (the default before ``"auto"``); ``centered_`` says which form was used.  Aligners that map into the space of Y's
         unit rows (:class:`~sklearn_compat.WhitenedProcrustesAligner` with
         ``normalize=True``, :class:`~sklearn_compat.RCSLSAligner`) have both sides scaled
         to unit rows first, and ``mu`` is then a mean of unit rows.  ``"raw"``: plain
@@ -106,8 +110,7 @@ class AlignedNeighbors(BaseEstimator):
     center_ : ndarray of shape (n_features_in_,) or None
         The mean subtracted from gallery and mapped queries (None for ``"raw"``).
     centered_ : bool
-        Whether gallery and queries are compared centred (``gallery="centered"`` and an
-        aligner not fitted with ``center=False``).
+        Whether gallery and queries are compared centred (see ``gallery``).
     unit_rows_ : bool
         Whether rows are scaled to unit length before the centring (the aligner maps
         into the space of Y's unit rows).

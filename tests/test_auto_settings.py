@@ -186,3 +186,27 @@ def test_fingerprint_records_the_choice(rng):
     chosen = fingerprint["chosen"]
     assert chosen["center_"] is True and chosen["scale_mode_"] in ("spread", True, False)
     assert set(chosen["auto_scores_"]) >= {"center=True, scale='spread'"}
+
+
+@pytest.mark.parametrize("method, cls", [("procrustes", OrthogonalProcrustesAligner)])
+def test_cli_fit_then_transform_gives_the_python_default(tmp_path, rng, method, cls):
+    from sklearn_compat.cli import main
+    from sklearn_compat.io import ColumnSpec, OutputLayout, load_model, read_table, write_table
+
+    X, Y = _anisotropic_pair(rng, n=400)
+    X, Y = X.astype(np.float32), Y.astype(np.float32)
+    ids = np.array([f"item{i:03d}" for i in range(len(X))])
+    src, tgt = tmp_path / "src.parquet", tmp_path / "tgt.parquet"
+    write_table(src, ids, X, OutputLayout("list", X.shape[1], "id", id_dtype=ids.dtype))
+    write_table(tgt, ids, Y, OutputLayout("list", Y.shape[1], "id", id_dtype=ids.dtype))
+    model, out = tmp_path / "model.skops", tmp_path / "out.parquet"
+    common = ["--id-column", "id"]
+    assert main(["fit", "--method", method, "--source", str(src), "--target", str(tgt),
+                 "--model", str(model), *common]) == 0  # fmt: skip
+    assert main(["transform", "--model", str(model), "--input", str(src), "--output",
+                 str(out), *common]) == 0  # fmt: skip
+    python = cls().fit(X, Y)
+    saved = load_model(model)
+    assert (saved.center_, saved.scale_mode_) == (python.center_, python.scale_mode_)
+    _, table = read_table(out, ColumnSpec("id"))
+    np.testing.assert_allclose(table.X, python.transform(X), rtol=1e-5, atol=1e-5)
