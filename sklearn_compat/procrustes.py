@@ -120,89 +120,6 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         centred gallery, do not depend on it.  Models saved before ``"spread"`` existed
         keep ``scale=False`` when loaded.
     allow_reflection : bool, default=True
-        When False and the map is square, flip the last singular direction if needed so
-        that ``det(W) = +1`` (Kabsch).  A rectangular map is the restriction of a square
-        one on the zero-padded problem, which can always be made a rotation by flipping a
-        padded direction without changing the map, so the flag does not change it.
-
-    Returns
-    -------
-    W : ndarray of shape (d_x, d_y), float64
-        Orthonormal rows (``W W^T = I``, norms kept) when d_x <= d_y, orthonormal
-        columns (``W^T W = I``, a projection) otherwise.
-    singular_values : ndarray of shape (min(d_x, d_y),)
-    signs : ndarray of shape (min(d_x, d_y),)
-        +1, or -1 for the flipped direction; ``sum(signs * singular_values)`` is the
-        trace that the optimal isotropic scale is computed from.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_compat.procrustes import procrustes_from_cross
-    >>> W, S, signs = procrustes_from_cross(np.diag([3.0, -2.0]), allow_reflection=False)
-    >>> W
-    array([[1., 0.],
-           [0., 1.]])
-    >>> S, signs
-    (array([3., 2.]), array([ 1., -1.]))
-    """
-    cross = torch.as_tensor(np.asarray(cross, dtype=np.float64))
-    try:
-        U, S, Vt = torch.linalg.svd(cross, full_matrices=False)
-    except torch.linalg.LinAlgError:
-        # The default driver (gesdd) can fail to converge on badly scaled input; gesvd
-        # is slower but robust.
-        U, S, Vt = (
-            torch.as_tensor(a)
-            for a in scipy.linalg.svd(cross.numpy(), full_matrices=False, lapack_driver="gesvd")
-        )
-    signs = torch.ones_like(S)
-    square = cross.shape[0] == cross.shape[1]
-    if not allow_reflection and square and torch.linalg.det(U) * torch.linalg.det(Vt) < 0:
-        signs[-1] = -1.0
-    W = (U * signs) @ Vt
-    return W.numpy(), S.numpy(), signs.numpy()
-
-
-class OrthogonalProcrustesAligner(ClosedFormAligner):
-    """Map X's embedding space into Y's with an orthogonal matrix (Procrustes).
-
-    Solves ``min_W ||s (X - m_x) W + m_y - Y||_F`` over orthogonal ``W`` (d_x, d_y) in
-    closed form from the thin SVD of ``X^T Y``.  An orthogonal map keeps the new model's
-    own geometry (angles and norms) while putting its embeddings where the old model's
-    are.  Rectangular maps need no padding: when d_x < d_y, ``W`` has orthonormal rows and
-    keeps norms; when d_x > d_y, it has orthonormal columns (a projection).
-
-    Read more in docs/methods.md, section "Orthogonal Procrustes" ([1]_, [2]_).
-
-    Parameters
-    ----------
-    center : bool, default=True
-        Subtract the (weighted) column means of X and Y before solving and add Y's mean
-        back in ``transform`` (which stays a faithful map into Y's space).  On by default:
-        when either model puts its embeddings around one common direction (E5-style text
-        models, ReLU features), an uncentred rotation spends itself matching the two
-        means; on a real upgrade pair (multilingual-e5-small -> all-MiniLM-L6-v2) paired
-        top-1 goes from 0.12 to 0.97 (with the default ``scale``), and it changes little
-        on isotropic pairs (see benchmarks/RESULTS.md).  ``fit`` warns with
-        :class:`~sklearn_compat.metrics.AnisotropyWarning` when ``center=False`` meets a
-        space whose :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm`` exceeds 0.5.
-        Models saved with ``center=False`` keep it when loaded.
-    scale : {"spread"} or bool, default="spread"
-        Isotropic scale ``s`` of the map.  ``"spread"``: ``s = ||Y_c||_F / ||X_c||_F``, so
-        the mapped rows spread around Y's mean as much as Y's own rows do (``X_c``, ``Y_c``:
-        the centred rows when ``center``, else the rows).  ``True``: the least-squares
-        scale ``s = trace(S) / ||X_c||_F^2`` (Umeyama), which shrinks toward 0 as the fit
-        worsens.  ``False``: ``s = 1``.  The scale decides how much weight the added-back
-        mean has against the mapped deviations: without it a centred map of a space with
-        a narrower spread (an anisotropic model, whose rows sit close to their mean; word
-        vectors of a smaller norm) sends every row close to Y's mean, and cosine retrieval
-        against Y's rows collapses (GloVe 50-d -> spaCy French P@1: 0.005 with ``s = 1``,
-        0.240 with ``"spread"``; e5 -> MiniLM: 0.941 and 0.974).  Cosines between mapped
-        rows, and :class:`~sklearn_compat.neighbors.AlignedNeighbors` with its centred
-        gallery, do not depend on it.  Models saved before ``"spread"`` existed keep
-        ``scale=False`` when loaded.
-    allow_reflection : bool, default=True
         Allow ``det(W) = -1``.  Reflections are legitimate for embeddings (similarities
         are invariant to them); set False for rotations only (Kabsch).  Only square maps
         are affected: a rectangular map can always be completed into a rotation.
@@ -258,9 +175,9 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     fold's statistics are subtracted from the whole set's (Chan's update run backwards).
     ``partial_fit`` merges batches with Chan et al.'s pairwise update, so a sequence of
     ``partial_fit`` calls gives the same map as one ``fit`` on all rows; ``"auto"`` is
-    decided on the first batch and kept by the later ones (``center_``, ``scale_mode_``).  Sample weights
-    enter exactly (weighted means and ``X_c^T diag(w) Y_c``), so integer weights equal
-    repeated rows.  NaN or infinity in the input are found from the statistics (no
+    decided on the first batch and kept by the later ones (``center_``, ``scale_mode_``).
+    Sample weights enter exactly (weighted means and ``X_c^T diag(w) Y_c``), so integer
+    weights equal repeated rows.  NaN or infinity in the input are found from the statistics (no
     separate scan over the data) and reported like scikit-learn does.
 
     The fitted state is plain numpy arrays and builtins (also for a fit on a GPU), so a
