@@ -40,15 +40,13 @@ from sklearn_compat import (
     AffineAligner,
     AlignedNeighbors,
     LambdaOrthAligner,
-    LambdaOrthAlignerCV,
     OrthogonalProcrustesAligner,
     RCSLSAligner,
-    RefinedProcrustesAligner,
     ResidualAdapterAligner,
     WhitenedProcrustesAligner,
 )
 from sklearn_compat._core.csls import csls_nearest
-from sklearn_compat.metrics import neighbourhood_preservation, paired_topk_accuracy
+from sklearn_compat.metrics import paired_topk_accuracy
 
 HERE = Path(__file__).resolve().parent
 MNIST_PAIRS = [("cnn_s0", "cnn_s1"), ("cnn_s0", "mlp_s0")]
@@ -62,10 +60,10 @@ def find_upwards(relative):
     return None
 
 
-def load_pairs(pairs_root):
+def load_pairs(pairs_root, mnist=True):
     """[(name, dict)] with X_train, Y_train, X_test, Y_test and optionally gallery/gold."""
     out = []
-    mnist = find_upwards("shared/data/mnist5k_features.npz")
+    mnist = find_upwards("shared/data/mnist5k_features.npz") if mnist else None
     if mnist is not None:
         d = np.load(mnist)
         for new, old in MNIST_PAIRS:
@@ -81,7 +79,7 @@ def load_pairs(pairs_root):
                     },
                 )
             )
-    root = Path(pairs_root) if pairs_root else find_upwards("wt-pairs/benchmarks/pairs/cache")
+    root = Path(pairs_root) if pairs_root else HERE / "pairs" / "cache"
     found = sorted(Path(root).glob("*.npz")) if root is not None else []
     if not found:
         print(f"(no text pairs under {root}; build them with benchmarks/pairs/build_pairs.py)")
@@ -104,38 +102,80 @@ def load_pairs(pairs_root):
     return out
 
 
-def aligners(fast):
+def estimators(fast, trained):
+    """(name, default, {setting label: factory}, chosen(fitted default) -> str) per aligner.
+
+    Each estimator's default is fitted as a user would (no parameters beyond a seed), and
+    every setting its ``"auto"`` parameters choose among is fitted explicitly beside it.
+    """
     epochs = {"max_epochs": 60} if fast else {}
+
+    def procrustes(**kw):
+        return lambda: OrthogonalProcrustesAligner(**kw)
+
     rows = [
         (
-            "Procrustes 0.1.0 (center=False, scale=False)",
-            lambda: OrthogonalProcrustesAligner(center=False, scale=False),
+            "OrthogonalProcrustesAligner",
+            procrustes(),
+            {
+                "uncentred": procrustes(center=False, scale=False),
+                "centred s=1": procrustes(center=True, scale=False),
+                "centred Umeyama": procrustes(center=True, scale=True),
+                "centred spread": procrustes(center=True, scale="spread"),
+            },
+            lambda e: f"center={e.center_}, scale={e.scale_mode_!r}",
         ),
-        ("Procrustes scale=False", lambda: OrthogonalProcrustesAligner(scale=False)),
-        ("Procrustes", lambda: OrthogonalProcrustesAligner()),
-        ("Affine", lambda: AffineAligner()),
-        ("Affine rank=32", lambda: AffineAligner(rank=32)),
-        ("Whitened", lambda: WhitenedProcrustesAligner()),
-        ("Whitened reweight=0.5", lambda: WhitenedProcrustesAligner(reweight=0.5)),
-        ("Refined (+unpaired)", lambda: RefinedProcrustesAligner()),
         (
-            "Refined MUSE (+unpaired)",
-            lambda: RefinedProcrustesAligner(OrthogonalProcrustesAligner()),
+            "AffineAligner",
+            lambda: AffineAligner(),
+            {
+                "intercept": lambda: AffineAligner(fit_intercept=True),
+                "no intercept": lambda: AffineAligner(fit_intercept=False),
+            },
+            lambda e: f"fit_intercept={e.center_}",
         ),
-        ("RCSLS", lambda: RCSLSAligner(random_state=0)),
-        ("RCSLS (+unpaired)", lambda: RCSLSAligner(random_state=0)),
-        ("RCSLS max_iter=32", lambda: RCSLSAligner(max_iter=32, random_state=0)),
-        ("LambdaOrth", lambda: LambdaOrthAligner(random_state=0, **epochs)),
-        ("LambdaOrth lam=0", lambda: LambdaOrthAligner(lam=0.0, random_state=0, **epochs)),
-        ("ResidualAdapter", lambda: ResidualAdapterAligner(random_state=0, **epochs)),
         (
-            "ResidualAdapter lam=0",
-            lambda: ResidualAdapterAligner(lam=0.0, random_state=0, **epochs),
+            "WhitenedProcrustesAligner",
+            lambda: WhitenedProcrustesAligner(),
+            {
+                f"{'unit' if n else 'raw'} rows, {'centred' if c else 'uncentred'}": (
+                    lambda c=c, n=n: WhitenedProcrustesAligner(center=c, normalize=n)
+                )
+                for n in (True, False)
+                for c in (True, False)
+            },
+            lambda e: f"center={e.center_}, normalize={e.normalize_}",
+        ),
+        (
+            "RCSLSAligner",
+            lambda: RCSLSAligner(random_state=0),
+            {
+                "uncentred": lambda: RCSLSAligner(center=False, random_state=0),
+                "centred": lambda: RCSLSAligner(center=True, random_state=0),
+            },
+            lambda e: f"center={getattr(e, 'center_', e.center)}",
         ),
     ]
-    if not fast:
-        at = [label for label, _ in rows].index("LambdaOrth")
-        rows.insert(at, ("LambdaOrthCV", lambda: LambdaOrthAlignerCV()))
+    if trained:
+        for name, cls in (
+            ("LambdaOrthAligner", LambdaOrthAligner),
+            ("ResidualAdapterAligner", ResidualAdapterAligner),
+        ):
+            rows.append(
+                (
+                    name,
+                    lambda cls=cls: cls(random_state=0, **epochs),
+                    {
+                        "intercept": lambda cls=cls: cls(
+                            fit_intercept=True, random_state=0, **epochs
+                        ),
+                        "no intercept": lambda cls=cls: cls(
+                            fit_intercept=False, random_state=0, **epochs
+                        ),
+                    },
+                    lambda e: f"fit_intercept={e.fit_intercept}",
+                )
+            )
     return rows
 
 
@@ -165,75 +205,84 @@ def query_path_top1(est, pair, device):
     return float(np.mean(top == np.arange(len(top))))
 
 
-def evaluate(label, make, pair, device, rng):
-    est = make()
-    start = time.perf_counter()
-    if label.endswith("(+unpaired)"):
-        extra_y = pair.get("gallery")
-        if extra_y is None:
-            extra_y = pair["Y_test"][rng.permutation(len(pair["Y_test"]))]
-        est.fit(pair["X_train"], pair["Y_train"], X_unpaired=pair["X_test"], Y_unpaired=extra_y)
-    else:
-        est.fit(pair["X_train"], pair["Y_train"])
-    seconds = time.perf_counter() - start
+def transform_top1(est, pair, device):
+    """P@1 of ``est.transform`` against the pair's gallery (test Y rows or the words)."""
     Z = est.transform(pair["X_test"])
     if "gallery" in pair:
-        p1, csls, r10 = gallery_scores(Z, pair["gallery"], pair["gold"], device)
-    else:
-        Y = pair["Y_test"]
-        p1 = paired_topk_accuracy(Z, Y, device=device)
-        csls = paired_topk_accuracy(Z, Y, csls_k=10, device=device)
-        r10 = paired_topk_accuracy(Z, Y, k=10, device=device)
-    keep = neighbourhood_preservation(pair["X_test"], Z, k=10, device=device)
-    path = query_path_top1(est, pair, device)
-    return {"P@1": p1, "CSLS@1": csls, "R@10": r10, "NP@10": keep, "AN@1": path, "fit s": seconds}
+        return float(gallery_scores(Z, pair["gallery"], pair["gold"], device)[0])
+    return float(paired_topk_accuracy(Z, pair["Y_test"], device=device))
+
+
+def measure(name, default, settings, chosen, pair, device):
+    """Every setting's P@1, the default's P@1 and query path, and what it chose."""
+    row = {}
+    for label, make in settings.items():
+        start = time.perf_counter()
+        est = make().fit(pair["X_train"], pair["Y_train"])
+        row[label] = transform_top1(est, pair, device)
+        row[f"{label} s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    est = default().fit(pair["X_train"], pair["Y_train"])
+    row["fit s"] = time.perf_counter() - start
+    row["default"] = transform_top1(est, pair, device)
+    row["query path"] = query_path_top1(est, pair, device)
+    row["chosen"] = chosen(est)
+    return row
+
+
+def print_estimator_table(name, settings, results):
+    labels = list(settings)
+    print(f"\n#### {name}\n")
+    print(
+        "| pair | "
+        + " | ".join(labels)
+        + " | default | chosen | default - best | query path | query - transform |"
+    )
+    print("|---" * (len(labels) + 6) + "|")
+    for pair_name, row in results.items():
+        best = max(row[label] for label in labels)
+        cells = " | ".join(f"{row[label]:.3f}" for label in labels)
+        print(
+            f"| {pair_name} | {cells} | **{row['default']:.3f}** | {row['chosen']} | "
+            f"{row['default'] - best:+.3f} | {row['query path']:.3f} | "
+            f"{row['query path'] - row['default']:+.3f} |",
+            flush=True,
+        )
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs-root", default=None, help="folder of the text pairs' .npz")
-    parser.add_argument("--fast", action="store_true", help="skip the CV, fewer epochs")
+    parser.add_argument(
+        "--heldout-root",
+        default=None,
+        help="folder of the held-aside pairs (benchmarks/pairs/build_heldout_pairs.py), "
+        "reported separately",
+    )
+    parser.add_argument("--fast", action="store_true", help="fewer epochs for the trained")
+    parser.add_argument("--trained", action="store_true", help="also LambdaOrth, Residual")
     parser.add_argument("--only", nargs="*", help="pair names (substrings) to run")
-    parser.add_argument("--skip", nargs="*", default=[], help="aligner labels to leave out")
-    parser.add_argument("--rows", nargs="*", help="only the aligners whose labels start so")
+    parser.add_argument("--estimators", nargs="*", help="estimator names (substrings)")
+    parser.add_argument("--no-mnist", action="store_true", help="skip the MNIST pairs")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.manual_seed(0)
-    for name, pair in load_pairs(args.pairs_root):
-        if args.only and not any(part in name for part in args.only):
-            continue
-        shapes = f"X {pair['X_train'].shape[1]}-d, Y {pair['Y_train'].shape[1]}-d"
-        print(
-            f"\n### {name} ({len(pair['X_train'])} train / {len(pair['X_test'])} test, {shapes})\n"
-        )
-        print("| aligner | P@1 | CSLS@1 | R@10 | NP@10 | query path @1 | fit s |")
-        print("|---|---|---|---|---|---|---|")
-        results = {}
-        for label, make in aligners(args.fast):
-            if label in args.skip:
-                continue
-            if args.rows and not any(label.startswith(part) for part in args.rows):
-                continue
-            row = evaluate(label, make, pair, args.device, np.random.default_rng(0))
-            results[label] = row
-            print(
-                f"| {label} | {row['P@1']:.3f} | {row['CSLS@1']:.3f} | {row['R@10']:.3f} | "
-                f"{row['NP@10']:.3f} | {row['AN@1']:.3f} | {row['fit s']:.1f} |",
-                flush=True,
-            )
-        if "Procrustes" not in results:
-            continue
-        plain = results["Procrustes"]["P@1"]  # the default
-        best_procrustes = max(
-            results[label]["P@1"] for label in results if label.startswith("Procrustes")
-        )
-        best_label = max(results, key=lambda k: results[k]["P@1"])
-        print(
-            f"\nbest P@1: {best_label} {results[best_label]['P@1']:.3f}; "
-            f"against default Procrustes {results[best_label]['P@1'] - plain:+.3f}, "
-            f"against the better Procrustes setting "
-            f"{results[best_label]['P@1'] - best_procrustes:+.3f}"
-        )
+    groups = [("design pairs", load_pairs(args.pairs_root, mnist=not args.no_mnist))]
+    if args.heldout_root:
+        groups.append(("held-aside pairs", load_pairs(args.heldout_root, mnist=False)))
+    specs = [
+        spec
+        for spec in estimators(args.fast, args.trained)
+        if not args.estimators or any(part in spec[0] for part in args.estimators)
+    ]
+    for group, pairs in groups:
+        pairs = [(n, p) for n, p in pairs if not args.only or any(s in n for s in args.only)]
+        print(f"\n### {group}: " + ", ".join(n for n, _ in pairs))
+        for name, default, settings, chosen in specs:
+            results = {}
+            for pair_name, pair in pairs:
+                results[pair_name] = measure(name, default, settings, chosen, pair, args.device)
+            print_estimator_table(name, settings, results)
 
 
 if __name__ == "__main__":

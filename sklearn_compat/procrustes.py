@@ -6,9 +6,11 @@ import torch
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._core import auto_settings
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
-from ._core.row_space import RowStats, thin_procrustes
+from ._core.pair_stats import batch_moments
+from ._core.row_space import RowStats, is_wide, thin_procrustes
 from .metrics._anisotropy import warn_if_anisotropic
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
@@ -79,31 +81,45 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
 
     Parameters
     ----------
-    center : bool, default=True
+    center : "auto" or bool, default="auto"
         Subtract the (weighted) column means of X and Y before solving and add Y's mean
-        back in ``transform`` (which stays a faithful map into Y's space).  On by default:
-        when either model puts its embeddings around one common direction (E5-style text
-        models, ReLU features), an uncentred rotation spends itself matching the two
-        means; on a real upgrade pair (multilingual-e5-small -> all-MiniLM-L6-v2) paired
-        top-1 goes from 0.12 to 0.97 (with the default ``scale``), and it changes little
-        on isotropic pairs (see benchmarks/RESULTS.md).  ``fit`` warns with
-        :class:`~sklearn_compat.metrics.AnisotropyWarning` when ``center=False`` meets a
-        space whose :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm`` exceeds 0.5.
-        Models saved with ``center=False`` keep it when loaded.
-    scale : {"spread"} or bool, default="spread"
+        back in ``transform`` (which stays a faithful map into Y's space).  No fixed
+        setting is right for every pair of models: centring rescues anisotropic models,
+        whose embeddings share one common direction (multilingual-e5-small -> MiniLM:
+        paired top-1 0.115 uncentred, 0.973 centred), and costs on others (MNIST cnn ->
+        mlp features: 0.385 uncentred, 0.372 centred).  ``"auto"`` decides at ``fit``,
+        with ``scale``, by what a user measures: every candidate setting is fitted on the
+        training rows less a held-out fold and scored by paired top-1 cosine retrieval
+        (:meth:`score`) on the fold (five folds of up to 1,000 rows below 25,000 rows, one
+        above), and the best is refitted on all rows.  This costs no extra pass over the
+        data: the folds' maps are solved from the statistics of the one pass the fit
+        makes.  When neither X nor Y has a common offset (``n |mean|^2`` below 1 % of the
+        sum of squared deviations) centring and scale change no cosine, and the first
+        candidate, ``center=True, scale="spread"``, is taken unscored.  On the six real
+        pairs of ``benchmarks/alignment_table.py`` the choice was within 0.003 of the best
+        setting and the best on five (benchmarks/RESULTS.md).  ``center_`` holds the
+        choice; ``fit`` warns with :class:`~sklearn_compat._core.auto_settings.
+        AutoSettingWarning` and falls back to ``center=True, scale="spread"`` when there
+        are fewer than 100 rows.  ``True``/``False`` are used as given; ``fit`` then warns
+        with :class:`~sklearn_compat.metrics.AnisotropyWarning` when ``center=False``
+        meets a space whose :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm``
+        exceeds 0.5.  Models saved with an explicit setting keep it when loaded.
+    scale : "auto", "spread" or bool, default="auto"
         Isotropic scale ``s`` of the map.  ``"spread"``: ``s = ||Y_c||_F / ||X_c||_F``, so
         the mapped rows spread around Y's mean as much as Y's own rows do (``X_c``, ``Y_c``:
-        the centred rows when ``center``, else the rows).  ``True``: the least-squares
+        the centred rows when centred, else the rows).  ``True``: the least-squares
         scale ``s = trace(S) / ||X_c||_F^2`` (Umeyama), which shrinks toward 0 as the fit
         worsens.  ``False``: ``s = 1``.  The scale decides how much weight the added-back
         mean has against the mapped deviations: without it a centred map of a space with
-        a narrower spread (an anisotropic model, whose rows sit close to their mean; word
-        vectors of a smaller norm) sends every row close to Y's mean, and cosine retrieval
-        against Y's rows collapses (GloVe 50-d -> spaCy French P@1: 0.005 with ``s = 1``,
-        0.240 with ``"spread"``; e5 -> MiniLM: 0.941 and 0.974).  Cosines between mapped
-        rows, and :class:`~sklearn_compat.neighbors.AlignedNeighbors` with its centred
-        gallery, do not depend on it.  Models saved before ``"spread"`` existed keep
-        ``scale=False`` when loaded.
+        a narrower spread sends every row close to Y's mean, and cosine retrieval against
+        Y's rows collapses (GloVe 50-d -> spaCy French P@1: 0.005 with ``s = 1``, 0.240
+        with ``"spread"``); elsewhere ``s = 1`` is best (WordLlama -> MiniLM: 0.924 with
+        ``s = 1``, 0.902 with ``"spread"``).  ``"auto"`` chooses among the three with
+        ``center`` (see there; uncentred maps take ``"spread"``, since no scale changes
+        an uncentred map's cosines); ``scale_mode_`` holds the choice.  Cosines between
+        mapped rows, and :class:`~sklearn_compat.neighbors.AlignedNeighbors` with its
+        centred gallery, do not depend on it.  Models saved before ``"spread"`` existed
+        keep ``scale=False`` when loaded.
     allow_reflection : bool, default=True
         Allow ``det(W) = -1``.  Reflections are legitimate for embeddings (similarities
         are invariant to them); set False for rotations only (Kabsch).  Only square maps
@@ -111,17 +127,28 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         Where the cross product and transforms are computed.  The SVD of the small
         (d_x, d_y) matrix always runs in float64 on the CPU.
+    random_state : int, RandomState instance or None, default=None
+        Which training rows ``"auto"`` holds out: None takes evenly spaced rows (so the
+        choice is reproducible and sorted input is sampled evenly), an int a seeded
+        random sample.
 
     Attributes
     ----------
     W_ : ndarray of shape (n_features_in_, n_targets_)
         The orthogonal map, float64.
     mean_x_ : ndarray of shape (n_features_in_,)
-        Weighted column means of X (zeros unless ``center``).
+        Weighted column means of X (zeros unless centred).
     mean_y_ : ndarray of shape (n_targets_,)
-        Weighted column means of Y (zeros unless ``center``).
+        Weighted column means of Y (zeros unless centred).
     scale_ : float
-        Isotropic scale ``s`` (1.0 when ``scale=False``).
+        Isotropic scale ``s`` (1.0 when the scale setting is False).
+    center_ : bool
+        The centring in force: the parameter, or what ``"auto"`` chose.
+    scale_mode_ : {"spread", True, False}
+        The scale setting in force: the parameter, or what ``"auto"`` chose.
+    auto_scores_ : dict or None
+        Held-out paired top-1 of each candidate setting that ``"auto"`` scored (empty
+        when there was nothing to score, None for explicit settings).
     singular_values_ : ndarray of shape (min(n_features_in_, n_targets_),)
         Singular values of the (centred, weighted) cross product ``X^T Y``, descending.
     n_samples_seen_ : int
@@ -140,14 +167,18 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     Notes
     -----
     ``fit`` accumulates the cross product ``X^T diag(w) Y`` over chunks of 65,536 rows,
-    each GEMM in the input dtype on ``device`` (TF32 off), summed in float64.  With
-    ``center=True`` every chunk is first shifted by a rough mean of the first rows, so a
-    float32 GEMM never sees a large common offset (the shortcut ``X^T Y - n m_x m_y^T``
-    cancels badly in float32); the small remaining offset is removed exactly in float64.
+    each GEMM in the input dtype on ``device`` (TF32 off), summed in float64.  Centred
+    statistics shift every chunk by a rough mean of the first rows when that mean is
+    larger than the rows' spread about it, so a float32 GEMM never sees a large common
+    offset (the shortcut ``X^T Y - n m_x m_y^T`` cancels badly in float32 then); the
+    small remaining offset is removed exactly in float64.  ``"auto"`` works on those
+    centred statistics: the uncentred ones follow exactly in float64, and a held-out
+    fold's statistics are subtracted from the whole set's (Chan's update run backwards).
     ``partial_fit`` merges batches with Chan et al.'s pairwise update, so a sequence of
-    ``partial_fit`` calls gives the same map as one ``fit`` on all rows.  Sample weights
-    enter exactly (weighted means and ``X_c^T diag(w) Y_c``), so integer weights equal
-    repeated rows.  NaN or infinity in the input are found from the statistics (no
+    ``partial_fit`` calls gives the same map as one ``fit`` on all rows; ``"auto"`` is
+    decided on the first batch and kept by the later ones (``center_``, ``scale_mode_``).
+    Sample weights enter exactly (weighted means and ``X_c^T diag(w) Y_c``), so integer
+    weights equal repeated rows.  NaN or infinity in the input are found from the statistics (no
     separate scan over the data) and reported like scikit-learn does.
 
     The fitted state is plain numpy arrays and builtins (also for a fit on a GPU), so a
@@ -190,20 +221,126 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     """
 
     _parameter_constraints: dict = {
-        "center": ["boolean"],
-        "scale": ["boolean", StrOptions({"spread"})],
+        "center": ["boolean", StrOptions({"auto"})],
+        "scale": ["boolean", StrOptions({"spread", "auto"})],
         "allow_reflection": ["boolean"],
         "device": [str, torch.device],
+        "random_state": ["random_state"],
     }
 
-    def __init__(self, center=True, scale="spread", allow_reflection=True, device="auto"):
+    def __init__(
+        self,
+        center="auto",
+        scale="auto",
+        allow_reflection=True,
+        device="auto",
+        random_state=None,
+    ):
         self.center = center
         self.scale = scale
         self.allow_reflection = allow_reflection
         self.device = device
+        self.random_state = random_state
+
+    # The settings in force: the fitted choice where the parameter is "auto".
+    def _center(self):
+        return auto_settings.resolve(self.center, "center_", self, True)
+
+    def _scale(self):
+        return auto_settings.resolve(self.scale, "scale_mode_", self, "spread")
+
+    def _update(self, X, Y, sample_weight, *, reset):
+        if not reset:
+            return super()._update(X, Y, sample_weight, reset=False)
+        for name in ("center_", "scale_mode_", "auto_scores_"):
+            self.__dict__.pop(name, None)
+        candidates = self._auto_candidates()
+        if candidates is None:
+            self.center_, self.scale_mode_ = self._center(), self._scale()
+            self.auto_scores_ = None
+            return super()._update(X, Y, sample_weight, reset=True)
+        if is_wide(X, Y, sample_weight):
+            # Fewer rows than dimensions: no (d_x, d_y) statistic is formed, so the
+            # candidates are scored by refits in the row space on the kept rows.
+            auto_settings.resolve_by_refit(
+                self,
+                X,
+                Y,
+                {"center": "center_", "scale": "scale_mode_"},
+                [{"center": c, "scale": s} for c, s in candidates],
+                {"center": candidates[0][0], "scale": candidates[0][1]},
+                sample_weight=sample_weight,
+            )
+            return super()._update(X, Y, sample_weight, reset=True)
+        moments, n_rows = batch_moments(
+            self, X, Y, sample_weight, reset=True, centered=True, need_sq_y=True
+        )
+        if moments.weight <= 0:
+            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+        if auto_settings.negligible_offsets(moments):
+            # Neither side has a common offset: centring and scale change no cosine.
+            choice, self.auto_scores_, svds = candidates[0], {}, {}
+        else:
+            choice, self.auto_scores_, svds = auto_settings.choose_procrustes_setting(
+                self, moments, X, Y, sample_weight, candidates, self._candidate_map
+            )
+        if choice is None:
+            choice = candidates[0]
+            auto_settings.warn_undecided(
+                type(self).__name__,
+                f"{n_rows} rows, fewer than the {auto_settings.MIN_ROWS} needed for a "
+                "held-out slice",
+                f"center={choice[0]}, scale={choice[1]!r}",
+            )
+        elif moments.sq_x <= 0 or moments.sq_y <= 0:
+            auto_settings.warn_undecided(
+                type(self).__name__,
+                "every column of X or of Y is constant",
+                f"center={choice[0]}, scale={choice[1]!r}",
+            )
+        self.center_, self.scale_mode_ = choice
+        if not self.center_:
+            moments = auto_settings.uncentred(moments)
+        self._solve(moments, n_rows, svd=svds.get(self.center_))
+        self._moments_state = vars(moments).copy()
+        self.n_samples_seen_ = n_rows
+        return self
+
+    def _auto_candidates(self):
+        """(center, scale) settings to choose from, preferred first; None: nothing to choose.
+
+        Without centring the scale changes no cosine, so ``"spread"`` is taken unscored.
+        """
+        centers = [True, False] if self.center == "auto" else [self.center]
+        scales = ["spread", True, False] if self.scale == "auto" else [self.scale]
+        candidates = [(c, s) for c in centers for s in (scales if c else scales[:1])]
+        return candidates if len(candidates) > 1 else None
+
+    def _candidate_map(self, moments, center, cache):
+        if center not in cache:
+            cache[center] = procrustes_from_cross(
+                moments.cross, allow_reflection=self.allow_reflection
+            )
+        svd = cache[center]
+        return svd[0], lambda scale: self._fit_map(moments, scale, svd)[2]
+
+    def _fit_map(self, moments, scale, svd=None):
+        """``(W, singular values, s)`` from the statistics (``svd``: their SVD, if known)."""
+        if svd is None and isinstance(moments, RowStats):
+            svd = thin_procrustes(moments, allow_reflection=self.allow_reflection)
+        W, S, signs = svd or procrustes_from_cross(
+            moments.cross, allow_reflection=self.allow_reflection
+        )
+        scale_factor = 1.0
+        if scale == "spread":
+            if moments.sq_x > 0:
+                scale_factor = float(np.sqrt(moments.sq_y / moments.sq_x))
+        elif scale and moments.sq_x > 0:
+            scale_factor = float(np.dot(signs, S) / moments.sq_x)
+        return W, S, scale_factor
 
     def _check_fit_inputs(self, X, Y):
-        if not self.center:
+        if self.center is False:
             warn_if_anisotropic(
                 {"X": X, "Y": Y},
                 estimator=type(self).__name__,
@@ -218,43 +355,32 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
 
     def _moment_options(self):
         # Uncentred fits need no means; ||X||^2 and ||Y||^2 only serve the scale.
-        spread = self.scale == "spread"
+        center, scale = self._center(), self._scale()
         return {
-            "centered": self.center,
-            "need_means": self.center,
-            "need_sq_x": self.scale is not False,
-            "need_sq_y": spread,
+            "centered": center,
+            "need_means": center,
+            "need_sq_x": scale is not False,
+            "need_sq_y": scale == "spread",
         }
 
     def _check_continuation(self, previous):
-        if previous.centered != self.center:
+        center, scale = self._center(), self._scale()
+        if previous.centered != center:
             raise ValueError(
                 f"center was {previous.centered} in earlier partial_fit calls and is "
-                f"{self.center} now; call fit to start over."
+                f"{center} now; call fit to start over."
             )
-        spread = self.scale == "spread"
-        if (self.scale is not False and np.isnan(previous.sq_x)) or (
-            spread and np.isnan(previous.sq_y)
+        if (scale is not False and np.isnan(previous.sq_x)) or (
+            scale == "spread" and np.isnan(previous.sq_y)
         ):
             raise ValueError(
-                f"scale={self.scale!r} needs sums of squares that earlier partial_fit calls "
+                f"scale={scale!r} needs sums of squares that earlier partial_fit calls "
                 "did not collect (they ran with another scale); call fit to start over."
             )
 
-    def _solve(self, moments, n_samples_seen):
-        if isinstance(moments, RowStats):
-            W, S, signs = thin_procrustes(moments, allow_reflection=self.allow_reflection)
-        else:
-            W, S, signs = procrustes_from_cross(
-                moments.cross, allow_reflection=self.allow_reflection
-            )
-        scale = 1.0
-        if self.scale == "spread":
-            if moments.sq_x > 0:
-                scale = float(np.sqrt(moments.sq_y / moments.sq_x))
-        elif self.scale and moments.sq_x > 0:
-            scale = float(np.dot(signs, S) / moments.sq_x)
-        if self.center:
+    def _solve(self, moments, n_samples_seen, svd=None):
+        W, S, scale = self._fit_map(moments, self._scale(), svd)
+        if self._center():
             self.mean_x_ = moments.mean_x.copy()
             self.mean_y_ = moments.mean_y.copy()
         else:

@@ -267,7 +267,11 @@ def test_real_features_query_path(mnist_features):
 
 
 @pytest.mark.parametrize(
-    "make", [WhitenedProcrustesAligner, lambda: RCSLSAligner(center=True, random_state=0)]
+    "make",
+    [
+        lambda: WhitenedProcrustesAligner(normalize=True),
+        lambda: RCSLSAligner(center=True, random_state=0),
+    ],
 )
 def test_unit_row_aligners_are_centred_in_the_unit_row_space(rng, make):
     # These aligners map into the space of Y's unit rows; a raw gallery of another scale

@@ -56,7 +56,7 @@ def test_uncentred_map_has_no_offset_and_unit_scale(rng):
 def test_spread_scale_matches_the_two_spreads(rng, center):
     X = rng.normal(size=(120, 5)) * 0.2 + 3.0
     Y = rng.normal(size=(120, 7)) * 4.0 - 1.0
-    aligner = OrthogonalProcrustesAligner(center=center).fit(X, Y)
+    aligner = OrthogonalProcrustesAligner(center=center, scale="spread").fit(X, Y)
     Xc = X - X.mean(axis=0) if center else X
     Yc = Y - Y.mean(axis=0) if center else Y
     assert aligner.scale == "spread"
@@ -279,7 +279,7 @@ def test_center_change_between_partial_fits_raises(rng):
 @pytest.mark.parametrize("scale", [True, "spread"])
 def test_scale_switched_on_between_partial_fits_raises(rng, scale):
     X = rng.normal(size=(20, 3))
-    aligner = OrthogonalProcrustesAligner(scale=False).partial_fit(X, X)
+    aligner = OrthogonalProcrustesAligner(center=True, scale=False).partial_fit(X, X)
     aligner.set_params(scale=scale)
     with pytest.raises(ValueError, match=f"scale={scale!r} needs sums of squares"):
         aligner.partial_fit(X, X)

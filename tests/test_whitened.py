@@ -89,8 +89,8 @@ def test_normalize_makes_the_map_blind_to_row_norms(rng):
     X = anisotropic(rng, 200, 6)
     Y = X @ rng.normal(size=(6, 4))
     scales = rng.uniform(0.1, 10, size=(200, 1))
-    a = WhitenedProcrustesAligner().fit(X, Y)
-    b = WhitenedProcrustesAligner().fit(X * scales, Y * scales[::-1])
+    a = WhitenedProcrustesAligner(normalize=True, center=True).fit(X, Y)
+    b = WhitenedProcrustesAligner(normalize=True, center=True).fit(X * scales, Y * scales[::-1])
     np.testing.assert_allclose(a.W_, b.W_, atol=1e-10)
     np.testing.assert_allclose(a.transform(X), b.transform(X * 3.0), atol=1e-10)
 

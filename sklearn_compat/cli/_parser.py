@@ -375,9 +375,10 @@ def _add_search(sub, parents):
     se.add_argument("--output", required=True, help="results table (.csv, .parquet or .json)")
     se.add_argument(
         "--gallery-form",
-        choices=("centered", "raw"),
-        default="centered",
-        help="compare in the space centred by the target mean (default) or raw",
+        choices=("auto", "centered", "raw"),
+        default="auto",
+        help="compare centred by the target mean where MODEL was fitted centred (auto, "
+        "the default), always centred, or raw",
     )
     csls = se.add_mutually_exclusive_group()
     csls.add_argument(

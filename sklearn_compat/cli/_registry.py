@@ -119,7 +119,11 @@ OPTIONS = {
                 "help": "'auto' (default: CUDA when available), 'cpu', 'cuda:N'",
             },
         ),
-        Option("--center", _switch("centre both sides (the default)"), in_grid=False),
+        Option(
+            "--center",
+            _switch("centre both sides (default: chosen from the data at fit)"),
+            in_grid=False,
+        ),
         Option(
             "--no-center",
             _switch("no centring (the uncentred map of release 0.1.0)"),
@@ -127,7 +131,7 @@ OPTIONS = {
         ),
         Option(
             "--scale",
-            _switch("least-squares isotropic scale (default: match the two spreads)"),
+            _switch("least-squares isotropic scale (default: chosen from the data at fit)"),
             in_grid=False,
         ),
         Option("--no-scale", _switch("no isotropic scale (s = 1)"), in_grid=False),

