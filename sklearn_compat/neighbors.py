@@ -10,22 +10,14 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.backend import resolve_device, to_torch
-from ._core.ranking import (
-    block_rows,
-    check_embeddings,
-    knn_mean_similarity,
-    knn_mean_similarity_excluding_self,
-    l2_normalize,
-)
+from ._core.backend import resolve_device, to_numpy, to_torch
+from ._core.knn import crowding, rowwise, search
+from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
 
 __all__ = ["AlignedNeighbors"]
 
 # Bytes of similarity slab per block of queries (the top-k buffers are small beside it).
 _SLAB_BYTES = 128 * 2**20
-
-# Gallery items that CSLS's crowding of each item is measured against, at most.
-_MAX_REFERENCE = 65536
 
 
 def _final_step(aligner):
@@ -242,7 +234,8 @@ class AlignedNeighbors(BaseEstimator):
         self.center_ = center
         self.n_samples_fit_, self.n_features_in_ = G.shape
         device = resolve_device(self.device, for_inference=True)
-        scoring = self._scoring_form(G, device)
+        dtype = torch.float64 if G.dtype == np.float64 else torch.float32
+        scoring = rowwise(G, lambda rows: self._scoring_form(rows, device), device, dtype)
         self.gallery_ = scoring.cpu().numpy()
         self.gallery_penalty_ = None
         if measure_now:
@@ -251,20 +244,15 @@ class AlignedNeighbors(BaseEstimator):
 
     def _fit_penalty(self, G, queries, device):
         """CSLS's ``r_Q(g)`` of every gallery item, against ``queries`` or the gallery."""
-        budget = self.memory_budget or _SLAB_BYTES
         if queries is None:
-            n = G.shape[0]
-            # Evenly spaced rows: reproducible without a random state.
-            reference = torch.linspace(0, n - 1, min(n, _MAX_REFERENCE), device=device)
-            reference = torch.unique(reference.round().to(torch.int64))
-            return knn_mean_similarity_excluding_self(G, reference, self.csls_k, budget=budget)
+            return crowding(G, G, self.csls_k, same=True)
         Z = self._mapped_queries(queries)
         if self.csls_k > Z.shape[0]:
             raise ValueError(
                 f"csls_k={self.csls_k} exceeds the number of queries given to fit ({Z.shape[0]})."
             )
         Q = self._scoring_form(Z, device).to(G.dtype)
-        return knn_mean_similarity(G, Q, self.csls_k, budget=budget)
+        return crowding(G, Q, self.csls_k)
 
     def _scoring_form(self, A, device):
         """Rows shifted by ``center_`` (if any) and L2-normalised, as a tensor on device."""
@@ -276,8 +264,24 @@ class AlignedNeighbors(BaseEstimator):
             T = T - to_torch(self.center_, device, dtype)
         return l2_normalize(T)
 
-    def _dtype(self):
-        return torch.float64 if self.gallery_.dtype == np.float64 else torch.float32
+    def _budget(self):
+        return self.memory_budget or _SLAB_BYTES
+
+    def _device_gallery(self, device):
+        """The stored gallery as a tensor on ``device`` (shared memory on CPU; the copy on
+        an accelerator is made once and kept for the next calls)."""
+        if device.type == "cpu":
+            return to_torch(self.gallery_, device)
+        cached = self.__dict__.get("_gallery_on_device")
+        if cached is None or cached[0] != device or cached[1] is not self.gallery_:
+            cached = (device, self.gallery_, to_torch(self.gallery_, device))
+            self._gallery_on_device = cached
+        return cached[2]
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_gallery_on_device", None)  # a device copy is not fitted state
+        return state
 
     def _mapped_queries(self, X):
         Z = np.asarray(self.aligner.transform(X))
@@ -328,13 +332,11 @@ class AlignedNeighbors(BaseEstimator):
         k = self._check_n_neighbors(n_neighbors)
         Z = self._mapped_queries(X)
         device = resolve_device(self.device, for_inference=True)
-        Q = self._scoring_form(Z, device)
-        # The stored gallery is in its scoring form already; float64 if either side is.
-        dtype = torch.float64 if torch.float64 in (Q.dtype, self._dtype()) else torch.float32
-        Q, G = Q.to(dtype), to_torch(self.gallery_, device, dtype)
+        # Queries take the gallery's dtype: the gallery is never copied or widened.
+        G = self._device_gallery(device)
+        Q = self._scoring_form(Z, device).to(G.dtype)
         n = Q.shape[0]
-        budget = self.memory_budget or _SLAB_BYTES
-        gallery_penalty = None
+        penalty = None
         if self.csls_k is not None:
             if self.csls_reference == "batch":
                 if self.csls_k > n:
@@ -343,22 +345,13 @@ class AlignedNeighbors(BaseEstimator):
                         "csls_reference='batch' CSLS measures each gallery item's "
                         "neighbourhood among the queries of the call."
                     )
-                gallery_penalty = knn_mean_similarity(G, Q, self.csls_k, budget=budget)
+                penalty = knn_mean_similarity(G, Q, self.csls_k, budget=self._budget())
             else:
-                gallery_penalty = to_torch(self.gallery_penalty_, device, dtype)
-        step = block_rows(G.shape[0], Q.element_size(), budget)
-        scores = np.empty((n, k), dtype=np.float64 if dtype == torch.float64 else np.float32)
-        indices = np.empty((n, k), dtype=np.int64)
-        for start in range(0, n, step):
-            stop = min(start + step, n)
-            sims = Q[start:stop] @ G.T
-            if gallery_penalty is not None:
-                # r_G(q) from the same slab: no second pass over the gallery.
-                query_penalty = torch.topk(sims, self.csls_k, dim=1, sorted=False).values
-                sims = 2 * sims - gallery_penalty[None, :] - query_penalty.mean(dim=1)[:, None]
-            top = torch.topk(sims, k, dim=1, largest=True, sorted=True)
-            scores[start:stop] = top.values.cpu().numpy()
-            indices[start:stop] = top.indices.cpu().numpy()
+                penalty = to_torch(self.gallery_penalty_, device, G.dtype)
+        scores, indices = search(
+            Q, G, k, penalty=penalty, csls_k=self.csls_k, budget=self._budget()
+        )
+        scores, indices = to_numpy(scores), to_numpy(indices)
         if not return_distance:
             return indices
         distances = 1.0 - (scores / 2 if self.csls_k is not None else scores)
