@@ -15,6 +15,7 @@ Usage::
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -47,7 +48,7 @@ def top1(pair, aligner, **params):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs-root", default="benchmarks/pairs/cache")
+    parser.add_argument("--pairs-root", default=str(Path(__file__).parent / "pairs" / "cache"))
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--compare", help="figures of another version to compare with")
     args = parser.parse_args()

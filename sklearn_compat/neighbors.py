@@ -13,11 +13,15 @@ from sklearn.utils.validation import check_is_fitted
 from ._core.backend import resolve_device, to_numpy, to_torch
 from ._core.knn import crowding, rowwise, search
 from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
+from ._neighbors_index import DEFAULT_PARAMS, HNSWGallery
 
 __all__ = ["AlignedNeighbors"]
 
 # Bytes of similarity slab per block of queries (the top-k buffers are small beside it).
 _SLAB_BYTES = 128 * 2**20
+
+# Galleries above this many rows get the HNSW index under index="auto".
+AUTO_INDEX_ROWS = 2_000_000
 
 
 def _final_step(aligner):
@@ -150,6 +154,8 @@ class AlignedNeighbors(BaseEstimator):
         "csls_reference": [StrOptions({"fit", "batch"})],
         "memory_budget": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "device": [str, torch.device],
+        "index": [StrOptions({"auto", "exact", "hnsw"})],
+        "index_params": [dict, None],
     }
 
     def __init__(
@@ -163,6 +169,8 @@ class AlignedNeighbors(BaseEstimator):
         csls_reference="fit",
         memory_budget=None,
         device="auto",
+        index="auto",
+        index_params=None,
     ):
         self.aligner = aligner
         self.n_neighbors = n_neighbors
@@ -172,6 +180,8 @@ class AlignedNeighbors(BaseEstimator):
         self.csls_reference = csls_reference
         self.memory_budget = memory_budget
         self.device = device
+        self.index = index
+        self.index_params = index_params
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, *, queries=None):
@@ -240,7 +250,33 @@ class AlignedNeighbors(BaseEstimator):
         self.gallery_penalty_ = None
         if measure_now:
             self.gallery_penalty_ = self._fit_penalty(scoring, queries, device).cpu().numpy()
+        self.index_ = self._build_index(scoring)
         return self
+
+    def _build_index(self, scoring):
+        """The HNSW index when ``index`` asks for one (None: exact search)."""
+        hnsw = self.index == "hnsw" or (
+            self.index == "auto" and scoring.shape[0] > AUTO_INDEX_ROWS
+        )
+        if not hnsw:
+            return None
+        if self.csls_k is not None and self.csls_reference == "batch":
+            raise ValueError(
+                "index='hnsw' stores each gallery item's CSLS penalty, so it needs "
+                "csls_reference='fit' (or csls_k=None); csls_reference='batch' measures "
+                "it anew for every call: use index='exact'."
+            )
+        params = {**DEFAULT_PARAMS, **(self.index_params or {})}
+        unknown = sorted(set(params) - set(DEFAULT_PARAMS))
+        if unknown:
+            raise ValueError(
+                f"index_params has unknown keys {unknown}; expected some of "
+                f"{sorted(DEFAULT_PARAMS)}."
+            )
+        penalty = None
+        if self.gallery_penalty_ is not None:
+            penalty = torch.from_numpy(self.gallery_penalty_)
+        return HNSWGallery(scoring.cpu(), penalty, **params)
 
     def _fit_penalty(self, G, queries, device):
         """CSLS's ``r_Q(g)`` of every gallery item, against ``queries`` or the gallery."""
@@ -348,9 +384,12 @@ class AlignedNeighbors(BaseEstimator):
                 penalty = knn_mean_similarity(G, Q, self.csls_k, budget=self._budget())
             else:
                 penalty = to_torch(self.gallery_penalty_, device, G.dtype)
-        scores, indices = search(
-            Q, G, k, penalty=penalty, csls_k=self.csls_k, budget=self._budget()
-        )
+        if getattr(self, "index_", None) is not None:
+            scores, indices = self.index_.search(Q, G, k, penalty=penalty, csls_k=self.csls_k)
+        else:
+            scores, indices = search(
+                Q, G, k, penalty=penalty, csls_k=self.csls_k, budget=self._budget()
+            )
         scores, indices = to_numpy(scores), to_numpy(indices)
         if not return_distance:
             return indices
