@@ -13,14 +13,14 @@ from sklearn.utils.validation import check_is_fitted
 from ._core.backend import resolve_device, to_numpy, to_torch
 from ._core.knn import crowding, rowwise, search
 from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
-from ._neighbors_index import DEFAULT_PARAMS, HNSWGallery
+from ._neighbors_index import DEFAULT_PARAMS, FaissGallery
 
 __all__ = ["AlignedNeighbors"]
 
 # Bytes of similarity slab per block of queries (the top-k buffers are small beside it).
 _SLAB_BYTES = 128 * 2**20
 
-# Galleries above this many rows get the HNSW index under index="auto".
+# Galleries above this many rows get the IVF index under index="auto".
 AUTO_INDEX_ROWS = 2_000_000
 
 
@@ -154,7 +154,7 @@ class AlignedNeighbors(BaseEstimator):
         "csls_reference": [StrOptions({"fit", "batch"})],
         "memory_budget": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "device": [str, torch.device],
-        "index": [StrOptions({"auto", "exact", "hnsw"})],
+        "index": [StrOptions({"auto", "exact", "hnsw", "ivf"})],
         "index_params": [dict, None],
     }
 
@@ -254,29 +254,29 @@ class AlignedNeighbors(BaseEstimator):
         return self
 
     def _build_index(self, scoring):
-        """The HNSW index when ``index`` asks for one (None: exact search)."""
-        hnsw = self.index == "hnsw" or (
-            self.index == "auto" and scoring.shape[0] > AUTO_INDEX_ROWS
-        )
-        if not hnsw:
+        """The approximate index ``index`` asks for (None: exact search)."""
+        kind = self.index
+        if kind == "auto":
+            kind = "ivf" if scoring.shape[0] > AUTO_INDEX_ROWS else "exact"
+        if kind == "exact":
             return None
         if self.csls_k is not None and self.csls_reference == "batch":
             raise ValueError(
-                "index='hnsw' stores each gallery item's CSLS penalty, so it needs "
+                f"index={kind!r} stores each gallery item's CSLS penalty, so it needs "
                 "csls_reference='fit' (or csls_k=None); csls_reference='batch' measures "
                 "it anew for every call: use index='exact'."
             )
-        params = {**DEFAULT_PARAMS, **(self.index_params or {})}
-        unknown = sorted(set(params) - set(DEFAULT_PARAMS))
+        params = {**DEFAULT_PARAMS[kind], **(self.index_params or {})}
+        unknown = sorted(set(params) - set(DEFAULT_PARAMS[kind]))
         if unknown:
             raise ValueError(
-                f"index_params has unknown keys {unknown}; expected some of "
-                f"{sorted(DEFAULT_PARAMS)}."
+                f"index_params has unknown keys {unknown} for index={kind!r}; expected "
+                f"some of {sorted(DEFAULT_PARAMS[kind])}."
             )
         penalty = None
         if self.gallery_penalty_ is not None:
             penalty = torch.from_numpy(self.gallery_penalty_)
-        return HNSWGallery(scoring.cpu(), penalty, **params)
+        return FaissGallery(scoring.cpu(), penalty, kind, params)
 
     def _fit_penalty(self, G, queries, device):
         """CSLS's ``r_Q(g)`` of every gallery item, against ``queries`` or the gallery."""

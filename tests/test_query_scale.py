@@ -87,11 +87,11 @@ def _search_pair(rng, n=6000, d=24):
     return aligner, X[-300:], Y
 
 
-@pytest.mark.parametrize("csls_k", [10, None])
-def test_hnsw_index_recalls_the_exact_neighbours(rng, csls_k):
+@pytest.mark.parametrize(("index", "csls_k"), [("hnsw", 10), ("hnsw", None), ("ivf", 10)])
+def test_approximate_index_recalls_the_exact_neighbours(rng, index, csls_k):
     aligner, queries, Y = _search_pair(rng)
     exact = AlignedNeighbors(aligner, csls_k=csls_k, index="exact").fit(Y)
-    approx = AlignedNeighbors(aligner, csls_k=csls_k, index="hnsw").fit(Y)
+    approx = AlignedNeighbors(aligner, csls_k=csls_k, index=index).fit(Y)
     assert exact.index_ is None and approx.index_ is not None
     d_exact, i_exact = exact.kneighbors(queries)
     d_approx, i_approx = approx.kneighbors(queries)
@@ -113,7 +113,7 @@ def test_index_errors(rng):
     with pytest.raises(ValueError, match="unknown keys \\['efSearch'\\]"):
         AlignedNeighbors(aligner, index="hnsw", index_params={"efSearch": 3}).fit(Y)
     with pytest.raises(ValueError, match="index"):
-        AlignedNeighbors(aligner, index="ivf").fit(Y)
+        AlignedNeighbors(aligner, index="annoy").fit(Y)
 
 
 @pytest.mark.cuda
