@@ -40,6 +40,8 @@ CANDIDATES = 4096
 EXACT_REFERENCE = 32768
 # Rows per block of the row-wise transforms of fit (its working memory beside the output).
 _ROWS = 65536
+# Rows probing a cell scored per GEMM (cells are narrow: the GEMM needs height).
+_CELL_BLOCK = 4096
 # Cells of the reference each row of the crowding pass is compared with.
 _PROBES = 8
 # Rows of the reference sample per cell that the k-means is trained on, and its rounds.
@@ -57,14 +59,17 @@ def topk_columns(S, k):
     """
     rows, n = S.shape
     k = min(k, n)
-    whole = n - n % _GROUP
-    if whole < 4 * k * _GROUP:
+    group = _GROUP
+    while group > 8 and n < 4 * k * group:
+        group //= 2  # narrow slabs: smaller groups, still a few times k of them
+    whole = n - n % group
+    if whole < 4 * k * group:
         top = torch.topk(S, k, dim=1, sorted=True)
         return top.values, top.indices
-    groups = S[:, :whole].view(rows, whole // _GROUP, _GROUP).amax(dim=2)
+    groups = S[:, :whole].view(rows, whole // group, group).amax(dim=2)
     best = torch.topk(groups, k, dim=1, sorted=False).indices
-    offsets = torch.arange(_GROUP, device=S.device)
-    columns = (best[:, :, None] * _GROUP + offsets).reshape(rows, -1)
+    offsets = torch.arange(group, device=S.device)
+    columns = (best[:, :, None] * group + offsets).reshape(rows, -1)
     if whole < n:
         tail = torch.arange(whole, n, device=S.device).expand(rows, -1)
         columns = torch.cat([columns, tail], dim=1)
@@ -259,20 +264,32 @@ def crowding(A, R, k, *, same=False, candidates=None, exact_below=None, seed=0):
     cell_order, cell_ends = _grouped(owner, n_cells)
     probe_order, probe_ends = _grouped(probes.flatten(), n_cells)
     probers = probe_order // n_probes  # rows of A, grouped by the cell they probe
-    best = torch.full((A.shape[0], k), -torch.inf, dtype=A.dtype, device=A.device)
+    slots = probe_order % n_probes
+    # Each row's top k within each of its probed cells; one top-k over them at the end.
+    found = torch.full((A.shape[0], n_probes, k), -torch.inf, dtype=A.dtype, device=A.device)
+    if same:
+        # Position of each row among the members of its own cell (for the self mask).
+        position = torch.empty_like(cell_order)
+        starts = torch.tensor([0, *cell_ends[:-1]], device=A.device)
+        position[cell_order] = torch.arange(A.shape[0], device=A.device) - starts[owner[cell_order]]
     cell_start = probe_start = 0
     for cell in range(n_cells):
         members = cell_order[cell_start : cell_ends[cell]]
         rows = probers[probe_start : probe_ends[cell]]
+        row_slots = slots[probe_start : probe_ends[cell]]
         cell_start, probe_start = cell_ends[cell], probe_ends[cell]
         if members.shape[0] == 0 or rows.shape[0] == 0:
             continue
         pool = R[members]
-        for start in range(0, rows.shape[0], _BLOCK):
-            some = rows[start : start + _BLOCK]
+        width = min(k, members.shape[0])
+        for start in range(0, rows.shape[0], _CELL_BLOCK):
+            some = rows[start : start + _CELL_BLOCK]
             sims = A[some] @ pool.T
             if same:
-                sims.masked_fill_(some[:, None] == members[None, :], -torch.inf)
-            found = topk_columns(sims, k)[0]
-            best[some] = torch.topk(torch.cat([best[some], found], dim=1), k, dim=1).values
+                own = torch.nonzero(row_slots[start : start + _CELL_BLOCK] == 0).flatten()
+                sims[own, position[some[own]]] = -torch.inf
+            found[some, row_slots[start : start + _CELL_BLOCK], :width] = topk_columns(
+                sims, width
+            )[0]
+    best = torch.topk(found.view(A.shape[0], -1), k, dim=1, sorted=False).values
     return best.mean(dim=1)
