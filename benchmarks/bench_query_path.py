@@ -1,9 +1,9 @@
 """Benchmark: the query path at gallery scale, beside FAISS in the same run.
 
 For each gallery size: ``AlignedNeighbors`` (defaults: centred, CSLS crowding measured at
-``fit``) with the exact search and with ``index="ivf"`` (and ``"hnsw"`` with ``--hnsw``),
-beside FAISS ``IndexFlatIP`` (build plus the crowding pass against a 4,096-row sample, k=10,
-the reference of issue 25) and FAISS ``IndexHNSWFlat`` (M=32, efConstruction=64,
+``fit``) with the exact search and with ``index="ivf"`` (searched at each ``--nprobe``;
+also ``"hnsw"`` with ``--hnsw``), beside FAISS ``IndexFlatIP`` (build plus the crowding
+pass against a 4,096-row sample, k=10, the reference of issue 25) and FAISS ``IndexHNSWFlat`` (M=32, efConstruction=64,
 efSearch=128, cosine; skipped above ``--hnsw-max`` rows: its build is minutes per million on
 2 cores), all at the same thread count.  Prints ``fit`` and the search of 1,000 queries
 (k=10) in seconds, recall@10 against the exact path (ours against our exact CSLS
@@ -66,10 +66,10 @@ class PeakRSS:
         return (self.peak - self.start) / 2**20
 
 
-def timed(func):
+def timed(func, *args):
     with PeakRSS() as memory:
         start = time.perf_counter()
-        out = func()
+        out = func(*args)
         seconds = time.perf_counter() - start
     return out, seconds, memory.mib
 
@@ -87,8 +87,35 @@ def synthetic(n, d, rng, latent=48):
     return out + mean
 
 
+def flat_fit(G, rng):
+    """FAISS flat index, and the crowding of every row against a 4,096-row sample."""
+    index = faiss.IndexFlatIP(G.shape[1])
+    index.add(G)
+    sample = faiss.IndexFlatIP(G.shape[1])
+    sample.add(G[np.sort(rng.choice(len(G), 4096, replace=False))])
+    sample.search(G, 10)
+    return index
+
+
+def hnsw_fit(G_unit):
+    index = faiss.IndexHNSWFlat(G_unit.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = 64
+    index.add(G_unit)
+    index.hnsw.efSearch = 128
+    return index
+
+
+def neighbours(est, X):
+    return est.kneighbors(X, 10)[1]
+
+
+def faiss_neighbours(index, Q):
+    return index.search(Q, 10)[1]
+
+
 def recall(found, truth):
-    return float(np.mean([len(set(a) & set(b)) / truth.shape[1] for a, b in zip(found, truth)]))
+    shared = [len(set(a) & set(b)) for a, b in zip(found, truth, strict=True)]
+    return float(np.mean(shared) / truth.shape[1])
 
 
 def main(argv=None):
@@ -98,11 +125,15 @@ def main(argv=None):
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--hnsw", action="store_true", help="also AlignedNeighbors(index='hnsw')")
     parser.add_argument("--hnsw-max", type=int, default=50_000)
+    parser.add_argument("--nprobe", type=int, nargs="+", default=[32, 128])
     args = parser.parse_args(argv)
     threads = torch.get_num_threads()
     faiss.omp_set_num_threads(threads)
     print(f"{threads} threads (torch and FAISS), {args.dim}-d float32, {args.queries} queries")
-    print("| rows | method | fit s | search s | recall@10 | peak MiB fit | fit / flat | search / flat |")
+    print(
+        "| rows | method | fit s | search s | recall@10 | peak MiB fit | fit / flat "
+        "| search / flat |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     d = args.dim
@@ -118,24 +149,16 @@ def main(argv=None):
         rows = {}
 
         exact = AlignedNeighbors(aligner, index="exact")
-        _, fit_s, fit_mib = timed(lambda est=exact: est.fit(Y))
-        truth, search_s, _ = timed(lambda est=exact: est.kneighbors(X_held, 10)[1])
+        _, fit_s, fit_mib = timed(exact.fit, Y)
+        truth, search_s, _ = timed(neighbours, exact, X_held)
         rows["AlignedNeighbors exact"] = (fit_s, search_s, 1.0, fit_mib)
 
         # FAISS flat on the same scoring-form vectors, crowding from a 4,096-row sample.
         G = exact.gallery_
         Q = exact._scoring_form(aligner.transform(X_held), torch.device("cpu")).numpy()
 
-        def flat_fit():
-            index = faiss.IndexFlatIP(d)
-            index.add(G)
-            sample = faiss.IndexFlatIP(d)
-            sample.add(G[np.sort(rng.choice(n, 4096, replace=False))])
-            sample.search(G, 10)
-            return index
-
-        flat, fit_s, fit_mib = timed(flat_fit)
-        flat_truth, search_s, _ = timed(lambda: flat.search(Q, 10)[1])
+        flat, fit_s, fit_mib = timed(flat_fit, G, rng)
+        flat_truth, search_s, _ = timed(faiss_neighbours, flat, Q)
         rows["FAISS IndexFlatIP (+4,096 crowding)"] = (fit_s, search_s, 1.0, fit_mib)
         del flat, exact, G
         gc.collect()
@@ -143,37 +166,34 @@ def main(argv=None):
         kinds = ["ivf"] + (["hnsw"] if args.hnsw else [])
         for kind in kinds:
             approx = AlignedNeighbors(aligner, index=kind)
-            _, fit_s, fit_mib = timed(lambda est=approx: est.fit(Y))
-            found, search_s, _ = timed(lambda est=approx: est.kneighbors(X_held, 10)[1])
-            label = f"AlignedNeighbors index={kind!r}"
+            _, fit_s, fit_mib = timed(approx.fit, Y)
             index_mib = approx.index_.memory_bytes() / 2**20
-            rows[f"{label} ({index_mib:.0f} MiB index)"] = (
-                fit_s,
-                search_s,
-                recall(found, truth),
-                fit_mib,
-            )
+            settings = [None] if kind == "hnsw" else args.nprobe
+            for nprobe in settings:
+                label = f"AlignedNeighbors index={kind!r}"
+                if nprobe is not None:
+                    approx.index_.params["nprobe"] = nprobe
+                    label += f" nprobe={nprobe}"
+                found, search_s, _ = timed(neighbours, approx, X_held)
+                rows[f"{label} ({index_mib:.0f} MiB index)"] = (
+                    fit_s,
+                    search_s,
+                    recall(found, truth),
+                    fit_mib,
+                )
             del approx
             gc.collect()
 
         if n <= args.hnsw_max:
-
-            def hnsw_fit():
-                index = faiss.IndexHNSWFlat(d, 32, faiss.METRIC_INNER_PRODUCT)
-                index.hnsw.efConstruction = 64
-                index.add(G_unit)
-                index.hnsw.efSearch = 128
-                return index
-
             G_unit = Y / np.linalg.norm(Y, axis=1, keepdims=True)
-            hnsw, fit_s, fit_mib = timed(hnsw_fit)
+            hnsw, fit_s, fit_mib = timed(hnsw_fit, G_unit)
             Q_unit = np.ascontiguousarray(aligner.transform(X_held), dtype=np.float32)
             Q_unit /= np.linalg.norm(Q_unit, axis=1, keepdims=True)
             plain = faiss.IndexFlatIP(d)
             plain.add(G_unit)
             plain_truth = plain.search(Q_unit, 10)[1]
             del plain
-            found, search_s, _ = timed(lambda: hnsw.search(Q_unit, 10)[1])
+            found, search_s, _ = timed(faiss_neighbours, hnsw, Q_unit)
             rows["FAISS IndexHNSWFlat (raw cosine)"] = (
                 fit_s,
                 search_s,

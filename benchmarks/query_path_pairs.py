@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from alignment_table import load_pairs
+
 from sklearn_compat import (
     AffineAligner,
     AlignedNeighbors,

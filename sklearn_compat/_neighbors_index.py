@@ -34,8 +34,7 @@ def _faiss():
         import faiss
     except ImportError as error:  # pragma: no cover - faiss-cpu is in the [all] extra
         raise ImportError(
-            "index='hnsw' needs faiss: pip install 'sklearn-embedding-compat[all]' "
-            "(or faiss-cpu)."
+            "index='hnsw' needs faiss: pip install 'sklearn-embedding-compat[all]' (or faiss-cpu)."
         ) from error
     return faiss
 

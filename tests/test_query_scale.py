@@ -95,7 +95,7 @@ def test_approximate_index_recalls_the_exact_neighbours(rng, index, csls_k):
     assert exact.index_ is None and approx.index_ is not None
     d_exact, i_exact = exact.kneighbors(queries)
     d_approx, i_approx = approx.kneighbors(queries)
-    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(i_exact, i_approx)])
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(i_exact, i_approx, strict=True)])
     assert recall >= 0.95
     # Same centring and CSLS: where the neighbour agrees, so does the distance.
     same = i_exact == i_approx
