@@ -3,12 +3,13 @@
 For each gallery size: ``AlignedNeighbors`` (defaults: centred, CSLS crowding measured at
 ``fit``) with the exact search and with ``index="ivf"`` (searched at each ``--nprobe``;
 also ``"hnsw"`` with ``--hnsw``), beside FAISS ``IndexFlatIP`` (build plus the crowding
-pass against a 4,096-row sample, k=10, the reference of issue 25) and FAISS ``IndexHNSWFlat`` (M=32, efConstruction=64,
-efSearch=128, cosine; skipped above ``--hnsw-max`` rows: its build is minutes per million on
-2 cores), all at the same thread count.  Prints ``fit`` and the search of 1,000 queries
-(k=10) in seconds, recall@10 against the exact path (ours against our exact CSLS
-neighbours, FAISS HNSW against FAISS flat), the peak memory above the start of each phase
-(resident set, sampled), and the ratios to FAISS flat.
+pass against a 4,096-row sample, k=10, the reference of issue 25) and FAISS
+``IndexHNSWFlat`` (M=32, efConstruction=64, efSearch=128, cosine; skipped above ``--hnsw-
+max`` rows: its build is minutes per million on 2 cores), all at the same thread count.
+Prints ``fit`` and the search of 1,000 queries (k=10) in seconds, recall@10 against the
+exact path (ours against our exact CSLS neighbours, FAISS HNSW against FAISS flat), the
+peak memory above the start of each phase (resident set, sampled), and the ratios to FAISS
+flat.
 
 Data: no real gallery of these sizes is at hand, so rows are synthetic, shaped like
 sentence embeddings: a 48-dimensional latent signal spread over 384 dimensions, isotropic
