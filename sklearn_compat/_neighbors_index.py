@@ -23,7 +23,7 @@ _ADD_ROWS = 65536
 # Parameters of each kind of index (nlist=None: the square root of the gallery size).
 DEFAULT_PARAMS = {
     "hnsw": {"M": 32, "ef_construction": 64, "ef_search": 128},
-    "ivf": {"nlist": None, "nprobe": 32},
+    "ivf": {"nlist": None, "nprobe": 128},
 }
 # Rows per IVF cell that its k-means is trained on (a seeded sample).
 _TRAIN_PER_LIST = 40

