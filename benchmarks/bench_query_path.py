@@ -79,13 +79,14 @@ def synthetic(n, d, rng, latent=48):
     """Gallery rows (float32), built in blocks."""
     basis = rng.normal(size=(latent, d)).astype(np.float32) / np.sqrt(latent)
     scales = np.linspace(2.0, 0.3, latent, dtype=np.float32)
-    mean = 2.0 * rng.normal(size=d).astype(np.float32) / np.sqrt(d) * 3
+    mean = (6.0 / np.sqrt(d) * rng.normal(size=d)).astype(np.float32)
     out = np.empty((n, d), dtype=np.float32)
     for start in range(0, n, 100_000):
         m = min(100_000, n - start)
         z = rng.normal(size=(m, latent)).astype(np.float32) * scales
         out[start : start + m] = z @ basis + 0.15 * rng.normal(size=(m, d)).astype(np.float32)
-    return out + mean
+    out += mean
+    return out
 
 
 def flat_fit(G, rng):
@@ -159,6 +160,7 @@ def main(argv=None):
         held = Y[n:]
         Y = Y[:n]
         X_held = held @ rotation + 0.05 * rng.normal(size=held.shape).astype(np.float32)
+        assert Y.dtype == X_held.dtype == np.float32
         pairs = rng.choice(n, 4096, replace=False)
         X_pairs = Y[pairs] @ rotation + 0.05 * rng.normal(size=(4096, d)).astype(np.float32)
         aligner = OrthogonalProcrustesAligner().fit(X_pairs, Y[pairs])
