@@ -278,9 +278,7 @@ class WhitenedProcrustesAligner(BaseAligner):
 
     def _fit_wide(self, X, Y, sample_weight, center, normalize):
         """Fewer rows than dimensions: the same map, solved in the row space."""
-        stats = row_stats(
-            self, X, Y, sample_weight, centered=center, normalize=normalize
-        )
+        stats = row_stats(self, X, Y, sample_weight, centered=center, normalize=normalize)
         d_x, d_y = stats.mean_x.shape[0], stats.mean_y.shape[0]
         rtol = np.finfo(np.float64).eps * max(d_x, d_y, np.sqrt(stats.n_rows))
         self.W_, S = thin_whitened(

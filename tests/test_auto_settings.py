@@ -137,10 +137,14 @@ def test_closed_forms_choose_the_best_held_out_setting(rng, cls):
     assert isinstance(aligner.center_, bool)
     best = max(aligner.auto_scores_, key=aligner.auto_scores_.get)
     assert f"center={aligner.center_}" in best.replace("fit_intercept", "center")
-    explicit = {"fit_intercept": aligner.center_} if cls is AffineAligner else {
-        "center": aligner.center_,
-        "normalize": aligner.normalize_,
-    }
+    explicit = (
+        {"fit_intercept": aligner.center_}
+        if cls is AffineAligner
+        else {
+            "center": aligner.center_,
+            "normalize": aligner.normalize_,
+        }
+    )
     np.testing.assert_allclose(aligner.W_, cls(**explicit).fit(X, Y).W_, atol=1e-10)
 
 

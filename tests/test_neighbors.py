@@ -94,16 +94,21 @@ def test_kneighbors_matches_brute_force(fitted, gallery, csls_k, reference):
         np.testing.assert_allclose(alone[0], dist[:1], atol=1e-12)
 
 
-def test_gallery_crowding_uses_evenly_spaced_rows_beyond_the_cap(fitted, monkeypatch):
+def test_gallery_crowding_beyond_the_exact_size_uses_the_cell_pass(fitted, monkeypatch):
     aligner, queries, Y = fitted
-    monkeypatch.setattr("sklearn_compat.neighbors._MAX_REFERENCE", 50)
     search = AlignedNeighbors(aligner, csls_k=4).fit(Y)
     G = _unit(Y - aligner.mean_y_)
-    rows = np.unique(np.round(np.linspace(0, len(Y) - 1, 50)).astype(np.int64))
-    crowd = G @ G[rows].T
-    crowd[rows, np.arange(len(rows))] = -np.inf  # no item crowds itself
+    crowd = G @ G.T
+    np.fill_diagonal(crowd, -np.inf)  # no item crowds itself
     expected = np.sort(crowd, axis=1)[:, -4:].mean(axis=1)
     np.testing.assert_allclose(search.gallery_penalty_, expected, atol=1e-12)
+    monkeypatch.setattr("sklearn_compat._core.knn.EXACT_REFERENCE", 50)
+    monkeypatch.setattr("sklearn_compat._core.knn.CANDIDATES", 64)
+    cells = AlignedNeighbors(aligner, csls_k=4).fit(Y).gallery_penalty_
+    # Each item's neighbours are searched among a subset: never above the exact mean,
+    # and equal to it for most items.
+    assert np.all(cells <= expected + 1e-12)
+    assert np.mean(np.isclose(cells, expected, atol=1e-12)) > 0.5
 
 
 def test_centred_gallery_beats_raw_on_an_anisotropic_pair(rng):

@@ -448,9 +448,7 @@ def checked_input(estimator, X, Y, sample_weight):
     return X, Y, sample_weight
 
 
-def resolve_by_refit(
-    estimator, X, Y, names, grid, fallback, *, sample_weight=None, chooser=None
-):
+def resolve_by_refit(estimator, X, Y, names, grid, fallback, *, sample_weight=None, chooser=None):
     """Decide the ``"auto"`` parameters of ``estimator`` and set their fitted attributes.
 
     Parameters

@@ -1,0 +1,79 @@
+"""Top-1 of the default query path (``AlignedNeighbors``) on every real pair.
+
+For each real pair (the MNIST features of ``shared/data`` and every text pair cached by
+``benchmarks/pairs/build_pairs.py``) and each closed-form aligner, fit the aligner on the
+train rows, fit ``AlignedNeighbors(aligner)`` with its defaults on the test gallery (the
+word pair: its whole 20,000-word French gallery) and print the top-1 of the test queries.
+``--json PATH`` also writes the figures (and each query's top-1 row) so two versions of the
+code can be compared query by query (``--compare PATH``).
+
+Usage::
+
+    python benchmarks/query_path_pairs.py --json before.json
+    python benchmarks/query_path_pairs.py --compare before.json
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from alignment_table import load_pairs
+
+from sklearn_compat import (
+    AffineAligner,
+    AlignedNeighbors,
+    OrthogonalProcrustesAligner,
+    WhitenedProcrustesAligner,
+)
+
+ALIGNERS = {
+    "Procrustes": lambda: OrthogonalProcrustesAligner(),
+    "Procrustes center=False": lambda: OrthogonalProcrustesAligner(center=False, scale=False),
+    "Affine": lambda: AffineAligner(),
+    "Whitened": lambda: WhitenedProcrustesAligner(),
+}
+
+
+def top1(pair, aligner, **params):
+    gallery = pair.get("gallery", pair["Y_test"])
+    search = AlignedNeighbors(aligner, n_neighbors=1, device="cpu", **params).fit(gallery)
+    best = search.kneighbors(pair["X_test"], return_distance=False)[:, 0]
+    if "gallery" in pair:
+        hits = [t in set(g[g >= 0]) for t, g in zip(best, pair["gold"], strict=True)]
+    else:
+        hits = best == np.arange(len(best))
+    return float(np.mean(hits)), best
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs-root", default=str(Path(__file__).parent / "pairs" / "cache"))
+    parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--compare", help="figures of another version to compare with")
+    args = parser.parse_args()
+    before = json.load(open(args.compare)) if args.compare else {}
+    out = {}
+    print("| pair | aligner | gallery | top-1 | before | change | queries moved |")
+    print("|---|---|---|---|---|---|---|")
+    for name, pair in load_pairs(args.pairs_root):
+        for label, make in ALIGNERS.items():
+            aligner = make().fit(pair["X_train"], pair["Y_train"])
+            score, best = top1(pair, aligner)
+            key = f"{name} | {label}"
+            out[key] = {"top1": score, "best": best.tolist()}
+            n_gallery = len(pair.get("gallery", pair["Y_test"]))
+            old = before.get(key)
+            change = moved = ""
+            if old is not None:
+                change = f"{score - old['top1']:+.4f}"
+                moved = str(int(np.sum(np.asarray(old["best"]) != best)))
+            was = f"{old['top1']:.4f}" if old else ""
+            print(f"| {name} | {label} | {n_gallery} | {score:.4f} | {was} | {change} | {moved} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main()
