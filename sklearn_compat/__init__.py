@@ -17,6 +17,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "AffineAligner": ".affine",
         "AlignedNeighbors": ".neighbors",
+        "AutoSettingWarning": "._core.auto_settings",
         "LambdaOrthAligner": ".lambda_orth",
         "LambdaOrthAlignerCV": ".lambda_orth_cv",
         "OrthogonalProcrustesAligner": ".procrustes",
@@ -37,6 +38,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AffineAligner",
     "AlignedNeighbors",
+    "AutoSettingWarning",
     "LambdaOrthAligner",
     "LambdaOrthAlignerCV",
     "OrthogonalProcrustesAligner",

@@ -272,6 +272,12 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
                 sample_weight=sample_weight,
             )
             return super()._update(X, Y, sample_weight, reset=True)
+        rows = (X, Y, sample_weight)
+        if not isinstance(X, np.ndarray):
+            # Held-out rows are read by index: array-likes, tensors and Dask arrays are
+            # validated (and Dask row sizes made known) first; the fit reads the input as
+            # given (its column names).
+            rows = auto_settings.checked_input(self, X, Y, sample_weight)
         moments, n_rows = batch_moments(
             self, X, Y, sample_weight, reset=True, centered=True, need_sq_y=True
         )
@@ -282,7 +288,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             choice, self.auto_scores_, svds = candidates[0], {}, {}
         else:
             choice, self.auto_scores_, svds = auto_settings.choose_procrustes_setting(
-                self, moments, X, Y, sample_weight, candidates, self._candidate_map
+                self, moments, *rows, candidates, self._candidate_map
             )
         if choice is None:
             choice = candidates[0]

@@ -123,4 +123,4 @@ def test_fit_no_center_gives_the_uncentred_map(tmp_path, tables):
     loaded = load_model(model)
     assert loaded.center is False
     np.testing.assert_array_equal(loaded.mean_y_, np.zeros(Y.shape[1]))
-    assert OrthogonalProcrustesAligner().center is True
+    assert OrthogonalProcrustesAligner().center == "auto"

@@ -48,7 +48,7 @@ def rows(X, Y, w, centred):
 def test_procrustes_equals_the_dense_route(n, d_x, d_y, params):
     X, Y, w = planted(n, d_x, d_y)
     aligner = OrthogonalProcrustesAligner(**params).fit(X, Y, sample_weight=w)
-    A, B, Xc = rows(X, Y, w, aligner.center)
+    A, B, Xc = rows(X, Y, w, aligner.center_)
     W, S, signs = procrustes_from_cross(A.T @ B, allow_reflection=aligner.allow_reflection)
     np.testing.assert_allclose(aligner.singular_values_, S, atol=1e-9 * S[0])
     # The pairs fix the map on the rows' span: equal there; orthonormal everywhere.
@@ -60,7 +60,7 @@ def test_procrustes_equals_the_dense_route(n, d_x, d_y, params):
         assert np.linalg.det(aligner.W_) == pytest.approx(1.0)
     sq = (A * A).sum()
     expected = {"spread": np.sqrt((B * B).sum() / sq), True: (signs @ S) / sq, False: 1.0}
-    assert aligner.scale_ == pytest.approx(expected[aligner.scale], rel=1e-9)
+    assert aligner.scale_ == pytest.approx(expected[aligner.scale_mode_], rel=1e-9)
 
 
 def test_procrustes_recovers_a_planted_rotation_from_few_pairs():

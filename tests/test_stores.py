@@ -110,7 +110,8 @@ def test_lance_output_exists_or_is_the_input(lance_db, capsys):
     assert "already exists (pass --force" in capsys.readouterr().err
     same = [*argv, "--output", str(db / "new.lance"), "--id-column", "id", "--force"]
     assert main(same) == 1
-    assert "is also the input; pass --replace" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is also an input of this command" in err and "pass --replace" in err
     # --force replaces another table, once the new one is whole.
     assert main([*argv, "--output", str(db / "old.lance"), "--id-column", "id", "--force"]) == 0
     after = _table(tmp, "old").to_arrow()

@@ -437,7 +437,9 @@ def checked_input(estimator, X, Y, sample_weight):
     """``(X, Y, sample_weight)`` validated as ``fit`` will (one-line errors first), so that
     the choice reads clean rows; Dask input is passed through (read lazily by rows)."""
     if is_dask_collection(X, Y, sample_weight):
-        return X, Y, sample_weight
+        from .dask import checked_dask_pair
+
+        return checked_dask_pair(X, Y, sample_weight)
     X, Y = estimator._validate_pair(X, Y, reset=True, keep_tensors=True)
     if sample_weight is not None:
         sample_weight = _check_sample_weight(

@@ -24,7 +24,7 @@ from .backend import apply_affine, as_numpy_input, resolve_device
 from .moments import moments_in_dtype
 from .validation import check_float_dtype, check_target_width
 
-__all__ = ["dask_batch_moments", "dask_transform"]
+__all__ = ["checked_dask_pair", "dask_batch_moments", "dask_transform"]
 
 
 def _as_dask_2d(data, name, row_chunks=None):
@@ -103,6 +103,27 @@ def _block_moments(x, y, w, *, dtype, centered, need_gram, stats_dtype, device):
 
 def _merge(left, right):
     return left[0].merge(right[0]), left[1] + right[1]
+
+
+def checked_dask_pair(X, Y, sample_weight):
+    """Dask ``(X, Y, sample_weight)`` with the checks that need no data made (shapes,
+    dtypes), and known row chunk sizes, so that rows can be taken by index (a choice of
+    settings reads held-out rows before the fit's reduction)."""
+    X = _as_dask_2d(X, "X")
+    Y = _align_rows(_as_dask_2d(Y, "Y", X.chunks[0]), X, "Y")
+    check_float_dtype(X.dtype, "X")
+    check_float_dtype(Y.dtype, "Y")
+    if sample_weight is not None:
+        sample_weight = _align_rows(
+            _as_dask_2d(sample_weight, "sample_weight", X.chunks[0]), X, "sample_weight"
+        )[:, 0]
+    if np.isnan(X.shape[0]):
+        # Unknown sizes (e.g. after boolean masking): one pass computes them.
+        X, Y = X.compute_chunk_sizes(), Y.compute_chunk_sizes()
+        if sample_weight is not None:
+            sample_weight = sample_weight.compute_chunk_sizes()
+        _align_rows(Y, X, "Y")
+    return X, Y, sample_weight
 
 
 def dask_batch_moments(estimator, X, Y, sample_weight, *, reset, centered, need_gram, stats_dtype):

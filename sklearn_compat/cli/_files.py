@@ -79,6 +79,8 @@ FILES = {
     ),
     "export": ((("--model", _option("model")),), (("--output", _option("output")),)),
     "inspect": ((("--model", _option("model")),), ()),
+    # rollback restores a version inside the table it names: no file is written beside it.
+    "rollback": ((("--table", _option("table")),), ()),
 }
 
 
@@ -116,8 +118,12 @@ def check_files(args):
     for out_flag, out in outputs:
         for in_flag, source in inputs:
             if _same_file(out, source):
+                hint = ""
+                if args.command == "transform" and out.rstrip("/").endswith(".lance"):
+                    hint = "; pass --replace (not --output) to migrate a table in place"
                 raise InputError(
-                    f"is also an input of this command ({out_flag} is {in_flag})", path=out
+                    f"is also an input of this command ({out_flag} is {in_flag}){hint}",
+                    path=out,
                 )
     for i, (flag, path) in enumerate(outputs):
         for other_flag, other in outputs[:i]:
