@@ -10,7 +10,7 @@ from ._core import auto_settings
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 from ._core.pair_stats import batch_moments
-from ._core.row_space import RowStats, is_wide, thin_procrustes
+from ._core.row_space import RowStats, is_wide, row_stats, thin_procrustes
 from .metrics._anisotropy import warn_if_anisotropic
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
@@ -261,7 +261,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             return super()._update(X, Y, sample_weight, reset=True)
         if is_wide(X, Y, sample_weight):
             # Fewer rows than dimensions: no (d_x, d_y) statistic is formed, so the
-            # candidates are scored by refits in the row space on the kept rows.
+            # candidates are scored by row-space fits on the kept rows.
             auto_settings.resolve_by_refit(
                 self,
                 X,
@@ -270,6 +270,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
                 [{"center": c, "scale": s} for c, s in candidates],
                 {"center": candidates[0][0], "scale": candidates[0][1]},
                 sample_weight=sample_weight,
+                chooser=self._choose_wide,
             )
             return super()._update(X, Y, sample_weight, reset=True)
         rows = (X, Y, sample_weight)
@@ -311,6 +312,35 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         self._moments_state = vars(moments).copy()
         self.n_samples_seen_ = n_rows
         return self
+
+    def _choose_wide(self, options, X, Y, sample_weight):
+        """``"auto"`` on wide data: one held-out fold, one row-space fit per centring on
+        the kept rows (the scales are scalars of that fit), scored by paired top-1."""
+        every = np.arange(X.shape[0])
+        X, Y = auto_settings.take_rows(X, every), auto_settings.take_rows(Y, every)
+        w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
+        folds = auto_settings.holdout_folds(len(X), self.random_state)
+        if folds is None:
+            return None, {}
+        if auto_settings.negligible_row_offsets(X, Y, w):
+            # Neither side has a common offset: centring and scale change no cosine.
+            return options[0], {}
+        held = folds[0]
+        keep = np.setdiff1d(np.arange(len(X)), held)
+        scores = {}
+        for center in dict.fromkeys(option["center"] for option in options):
+            stats = row_stats(self, X[keep], Y[keep], w[keep], centered=center)
+            svd = thin_procrustes(stats, allow_reflection=self.allow_reflection)
+            mapped = (X[held] - stats.mean_x) @ svd[0]
+            for option in options:
+                if option["center"] == center:
+                    scale = self._fit_map(stats, option["scale"], svd)[2]
+                    label = auto_settings.label((center, option["scale"]))
+                    scores[label] = [
+                        auto_settings.paired_top1(scale * mapped + stats.mean_y, Y[held])
+                    ]
+        by_label = {auto_settings.label((o["center"], o["scale"])): o for o in options}
+        return by_label[auto_settings.pick(scores)], {k: v[0] for k, v in scores.items()}
 
     def _auto_candidates(self):
         """(center, scale) settings to choose from, preferred first; None: nothing to choose.

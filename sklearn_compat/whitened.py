@@ -199,7 +199,7 @@ class WhitenedProcrustesAligner(BaseAligner):
             sample_weight=sample_weight,
             # Wide data form no (d, d) statistic: the candidates are then refitted in the
             # row space on the kept rows instead of solved from moments.
-            chooser=None if wide else self._choose_from_moments,
+            chooser=self._choose_wide if wide else self._choose_from_moments,
         )
         center, normalize = setting["center"], setting["normalize"]
         if wide:
@@ -234,6 +234,22 @@ class WhitenedProcrustesAligner(BaseAligner):
         self.n_samples_seen_ = int(n_rows)
         warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=4)
         return self
+
+    def _choose_wide(self, options, X, Y, sample_weight):
+        """Refits in the row space on the kept rows; uncentred candidates are dropped
+        where the rows they would see have no common offset (centring changes nothing)."""
+        every = np.arange(X.shape[0])
+        X, Y = auto_settings.take_rows(X, every), auto_settings.take_rows(Y, every)
+        flat = {
+            normalize: auto_settings.negligible_row_offsets(
+                *((unit_rows(X), unit_rows(Y)) if normalize else (X, Y)), sample_weight
+            )
+            for normalize in {option["normalize"] for option in options}
+        }
+        kept = [o for o in options if o["center"] or not flat[o["normalize"]]] or options
+        if len(kept) == 1:
+            return kept[0], {}
+        return auto_settings.choose_by_refit(self, X, Y, kept, sample_weight=sample_weight)
 
     def _choose_from_moments(self, options, X, Y, sample_weight):
         return auto_settings.choose_from_moments(

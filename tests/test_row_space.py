@@ -140,3 +140,23 @@ def test_partial_fit_of_wide_batches_stays_thin_and_equals_fit():
     assert aligner.scale_ == pytest.approx(whole.scale_, rel=1e-12)
     with pytest.raises(ValueError, match="features"):
         aligner.partial_fit(X[:8, :10], Y[:8])
+
+
+def test_auto_settings_on_wide_data_choose_in_the_row_space():
+    # Offsets unrelated by the rotation: only a centred map recovers it, and "auto" must
+    # see that from a row-space fit (no d x d statistic) and refit with that setting.
+    rng = np.random.default_rng(5)
+    n, d = 250, 400
+    S = rng.normal(size=(n, d))
+    Q = ortho_group.rvs(d, random_state=1)
+    X = S + 8.0 * rng.normal(size=d)
+    Y = S @ Q + 8.0 * rng.normal(size=d) + rng.normal(size=(n, d))
+    aligner = OrthogonalProcrustesAligner(random_state=0).fit(X, Y)
+    assert aligner.center_ is True
+    scores = aligner.auto_scores_
+    assert scores["center=True, scale='spread'"] > scores["center=False, scale='spread'"]
+    explicit = OrthogonalProcrustesAligner(center=True, scale=aligner.scale_mode_).fit(X, Y)
+    np.testing.assert_allclose(aligner.W_, explicit.W_, atol=1e-12)
+    # No common offset on either side: nothing to score, the first candidate is taken.
+    plain = OrthogonalProcrustesAligner(random_state=0).fit(S, S @ Q)
+    assert plain.auto_scores_ is None and (plain.center_, plain.scale_mode_) == (True, "spread")

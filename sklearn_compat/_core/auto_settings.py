@@ -22,6 +22,7 @@ and :class:`AutoSettingWarning` says so, once per fit.
 """
 
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -152,6 +153,23 @@ def negligible_offsets(moments, share=0.01):
     )
 
 
+def negligible_row_offsets(X, Y, weights=None):
+    """:func:`negligible_offsets` of rows in memory (float64 numpy, ``weights`` or None)."""
+    w = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=np.float64)
+    weight = float(w.sum())
+    mean_x, mean_y = w @ X / weight, w @ Y / weight
+    return negligible_offsets(
+        SimpleNamespace(
+            weight=weight,
+            mean_x=mean_x,
+            mean_y=mean_y,
+            # Centred sums of squares, as the moments hold them.
+            sq_x=float(w @ np.einsum("ij,ij->i", X, X)) - weight * float(mean_x @ mean_x),
+            sq_y=float(w @ np.einsum("ij,ij->i", Y, Y)) - weight * float(mean_y @ mean_y),
+        )
+    )
+
+
 def _unmerge(total, part):
     """Moments of the rows of ``total`` not in ``part`` (Chan's update run backwards)."""
     from .moments import PairMoments
@@ -265,10 +283,10 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
                     sims = scale_of(scale) * mapped + offset
                     scores[(center, scale)].append(top1_of_similarities(sims))
     chosen = pick(scores)
-    return chosen, {_label(c): float(np.mean(s)) for c, s in scores.items()}, shared
+    return chosen, {label(c): float(np.mean(s)) for c, s in scores.items()}, shared
 
 
-def _label(candidate):
+def label(candidate):
     center, scale = candidate
     return f"center={center}, scale={scale!r}"
 
