@@ -17,6 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._core import auto_settings
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
@@ -247,7 +248,7 @@ class LambdaOrthAligner(BaseAligner):
         "bidirectional": ["boolean"],
         "forward_weight": [Interval(Real, 0, None, closed="left")],
         "init": [StrOptions({"procrustes", "identity", "orthogonal"})],
-        "fit_intercept": ["boolean"],
+        "fit_intercept": ["boolean", StrOptions({"auto"})],
         "rescale": ["boolean"],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
@@ -274,7 +275,7 @@ class LambdaOrthAligner(BaseAligner):
         bidirectional=False,
         forward_weight=1.0,
         init="procrustes",
-        fit_intercept=True,
+        fit_intercept="auto",
         rescale=True,
         max_epochs=200,
         batch_size=256,
@@ -342,6 +343,24 @@ class LambdaOrthAligner(BaseAligner):
                 "warm_start with bidirectional=True needs a previous bidirectional fit; "
                 "set warm_start=False to start over."
             )
+        if not warm:
+            # A warm start continues the previous fit's map, with its intercept setting.
+            auto_settings.resolve_by_refit(
+                self,
+                X,
+                Y,
+                {"fit_intercept": "center_"},
+                [{"fit_intercept": True}, {"fit_intercept": False}],
+                {"fit_intercept": True},
+                chooser=lambda options, X_, Y_, _: auto_settings.choose_by_refit(
+                    self,
+                    X_,
+                    Y_,
+                    options,
+                    shared_params=self._candidate_params(),
+                    row_params={"labels": labels},
+                ),
+            )
         rng = check_random_state(self.random_state)
         X, Y = self._validate_pair(X, Y, reset=not warm)
         codes = encode_fit_labels(labels, X.shape[0])
@@ -352,6 +371,16 @@ class LambdaOrthAligner(BaseAligner):
         if not warm:
             warn_if_few_pairs(self, X.shape[0], stacklevel=4)
         return self
+
+    def _candidate_params(self):
+        """What the ``"auto"`` candidates train: a twentieth of ``max_epochs`` (at least
+        one) from the Procrustes start, without a held-out split of their own."""
+        return {
+            "max_epochs": max(1, int(self.max_epochs) // 20),
+            "early_stopping": False,
+            "warm_start": False,
+            "verbose": 0,
+        }
 
     def _fitted_map(self):
         """This fit's adapters in user units, the start of a warm-started fit."""

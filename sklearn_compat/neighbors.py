@@ -10,7 +10,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.auto_settings import query_comparison_form
+from ._core.auto_settings import query_comparison_form, query_csls_k
 from ._core.backend import resolve_device, to_numpy, to_torch
 from ._core.knn import crowding, rowwise, search
 from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
@@ -185,7 +185,11 @@ class AlignedNeighbors(BaseEstimator):
         "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
         "gallery": [StrOptions({"auto", "centered", "raw"})],
         "metric": [StrOptions({"cosine"})],
-        "csls_k": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "csls_k": [
+            Interval(numbers.Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            None,
+        ],
         "csls_reference": [StrOptions({"fit", "batch"})],
         "memory_budget": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "device": [str, torch.device],
@@ -200,7 +204,7 @@ class AlignedNeighbors(BaseEstimator):
         n_neighbors=10,
         gallery="auto",
         metric="cosine",
-        csls_k=10,
+        csls_k="auto",
         csls_reference="fit",
         memory_budget=None,
         device="auto",
@@ -243,20 +247,21 @@ class AlignedNeighbors(BaseEstimator):
         final = _final_step(self.aligner)
         check_is_fitted(final)
         G = check_embeddings(X, "gallery")
+        csls_k = self.csls_k_ = query_csls_k(final, self.csls_k)
         width = getattr(final, "n_targets_", G.shape[1])
         if G.shape[1] != width:
             raise ValueError(
                 f"gallery has {G.shape[1]} features, but the aligner maps into a space of "
                 f"{width} features."
             )
-        if self.csls_k is not None and self.csls_k > G.shape[0]:
+        if csls_k is not None and csls_k > G.shape[0]:
             raise ValueError(
-                f"csls_k={self.csls_k} exceeds the number of gallery items ({G.shape[0]})."
+                f"csls_k={csls_k} exceeds the number of gallery items ({G.shape[0]})."
             )
-        measure_now = self.csls_k is not None and self.csls_reference == "fit"
-        if measure_now and queries is None and self.csls_k >= G.shape[0]:
+        measure_now = csls_k is not None and self.csls_reference == "fit"
+        if measure_now and queries is None and csls_k >= G.shape[0]:
             raise ValueError(
-                f"csls_k={self.csls_k} needs a gallery of more than {self.csls_k} items to "
+                f"csls_k={csls_k} needs a gallery of more than {csls_k} items to "
                 f"measure each item's neighbourhood among the others (got {G.shape[0]}); "
                 "pass queries= to fit, lower csls_k, or set csls_k=None."
             )
@@ -294,7 +299,7 @@ class AlignedNeighbors(BaseEstimator):
             kind = "hnsw" if scoring.shape[0] > AUTO_INDEX_ROWS else "exact"
         if kind == "exact":
             return None
-        if self.csls_k is not None and self.csls_reference == "batch":
+        if self.csls_k_ is not None and self.csls_reference == "batch":
             raise ValueError(
                 f"index={kind!r} stores each gallery item's CSLS penalty, so it needs "
                 "csls_reference='fit' (or csls_k=None); csls_reference='batch' measures "
@@ -315,14 +320,14 @@ class AlignedNeighbors(BaseEstimator):
     def _fit_penalty(self, G, queries, device):
         """CSLS's ``r_Q(g)`` of every gallery item, against ``queries`` or the gallery."""
         if queries is None:
-            return crowding(G, G, self.csls_k, same=True)
+            return crowding(G, G, self.csls_k_, same=True)
         Z = self._mapped_queries(queries)
-        if self.csls_k > Z.shape[0]:
+        if self.csls_k_ > Z.shape[0]:
             raise ValueError(
-                f"csls_k={self.csls_k} exceeds the number of queries given to fit ({Z.shape[0]})."
+                f"csls_k={self.csls_k_} exceeds the number of queries given to fit ({Z.shape[0]})."
             )
         Q = self._scoring_form(Z, device).to(G.dtype)
-        return crowding(G, Q, self.csls_k)
+        return crowding(G, Q, self.csls_k_)
 
     def _scoring_form(self, A, device):
         """Rows shifted by ``center_`` (if any) and L2-normalised, as a tensor on device."""
@@ -407,27 +412,29 @@ class AlignedNeighbors(BaseEstimator):
         Q = self._scoring_form(Z, device).to(G.dtype)
         n = Q.shape[0]
         penalty = None
-        if self.csls_k is not None:
+        # Searchers saved before csls_k="auto" existed hold the number as given.
+        csls_k = getattr(self, "csls_k_", self.csls_k)
+        if csls_k is not None:
             if self.csls_reference == "batch":
-                if self.csls_k > n:
+                if csls_k > n:
                     raise ValueError(
-                        f"csls_k={self.csls_k} exceeds the number of queries ({n}): with "
+                        f"csls_k={csls_k} exceeds the number of queries ({n}): with "
                         "csls_reference='batch' CSLS measures each gallery item's "
                         "neighbourhood among the queries of the call."
                     )
-                penalty = knn_mean_similarity(G, Q, self.csls_k, budget=self._budget())
+                penalty = knn_mean_similarity(G, Q, csls_k, budget=self._budget())
             else:
                 penalty = to_torch(self.gallery_penalty_, device, G.dtype)
         if getattr(self, "index_", None) is not None:
-            scores, indices = self.index_.search(Q, G, k, penalty=penalty, csls_k=self.csls_k)
+            scores, indices = self.index_.search(Q, G, k, penalty=penalty, csls_k=csls_k)
         else:
             scores, indices = search(
-                Q, G, k, penalty=penalty, csls_k=self.csls_k, budget=self._budget()
+                Q, G, k, penalty=penalty, csls_k=csls_k, budget=self._budget()
             )
         scores, indices = to_numpy(scores), to_numpy(indices)
         if not return_distance:
             return indices
-        distances = 1.0 - (scores / 2 if self.csls_k is not None else scores)
+        distances = 1.0 - (scores / 2 if csls_k is not None else scores)
         return distances, indices
 
     def kneighbors_graph(self, X, n_neighbors=None, mode="connectivity"):

@@ -6,9 +6,10 @@ import numpy as np
 import torch
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._core import auto_settings
 from ._core.backend import resolve_device, to_torch
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
@@ -158,7 +159,7 @@ class RCSLSAligner(BaseAligner):
 
     _parameter_constraints: dict = {
         "csls_k": [Interval(Integral, 1, None, closed="left")],
-        "center": ["boolean"],
+        "center": ["boolean", StrOptions({"auto"})],
         "lr": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "spectral_clip": ["boolean"],
@@ -172,7 +173,7 @@ class RCSLSAligner(BaseAligner):
         self,
         *,
         csls_k=10,
-        center=False,
+        center="auto",
         lr=5.0,
         max_iter=16,
         spectral_clip=False,
@@ -213,7 +214,24 @@ class RCSLSAligner(BaseAligner):
         self : object
             Fitted aligner.
         """
-        X, Y = self._validate_pair(X, pick_target(Y, y), reset=True)
+        Y = pick_target(Y, y)
+        auto_settings.resolve_by_refit(
+            self,
+            X,
+            Y,
+            {"center": "center_"},
+            [{"center": False}, {"center": True}],
+            {"center": False},
+            chooser=lambda options, X_, Y_, _: auto_settings.choose_by_refit(
+                self,
+                X_,
+                Y_,
+                options,
+                shared_params=self._candidate_params(),
+                fit_params={"X_unpaired": X_unpaired, "Y_unpaired": Y_unpaired},
+            ),
+        )
+        X, Y = self._validate_pair(X, Y, reset=True)
         sources = stack_unpaired(X, X_unpaired, "X_unpaired")
         targets = stack_unpaired(Y, Y_unpaired, "Y_unpaired")
         device = resolve_device(self.device)
@@ -223,7 +241,7 @@ class RCSLSAligner(BaseAligner):
         S, T = _unit(to_torch(sources, device, f32)), _unit(to_torch(targets, device, f32))
         mean_x = mean_y = None
         spread = 1.0
-        if self.center:
+        if self.center_:
             mean_x, mean_y = S.mean(dim=0), T.mean(dim=0)
             # The pairs are the first n rows of each pool.
             spread = float((T[:n] - mean_y).square().sum(dim=1).mean().sqrt())
@@ -241,6 +259,15 @@ class RCSLSAligner(BaseAligner):
         self.spread_y_ = spread
         warn_if_few_pairs(self, n, stacklevel=4)
         return self
+
+    def _candidate_params(self):
+        """What the ``"auto"`` candidates train: a quarter of the steps, no held-out pairs
+        of their own (the chooser holds out its slice)."""
+        return {"max_iter": -(-int(self.max_iter) // 4), "validation_fraction": 0.0}
+
+    def _centred(self):
+        # The setting in force (models saved before "auto" existed have no center_).
+        return bool(auto_settings.resolve(self.center, "center_", self, False))
 
     def _held_out(self, n):
         """Row numbers of the held-out pairs (none when too few pairs to spare them)."""
@@ -316,9 +343,10 @@ class RCSLSAligner(BaseAligner):
         dtype = torch.float64 if X.dtype == np.float64 else torch.float32
         device = self._compute_device()
         T = to_torch(X, device, dtype)
-        mean = to_torch(self.mean_x_, device, dtype) if self.center else None
+        centred = self._centred()
+        mean = to_torch(self.mean_x_, device, dtype) if centred else None
         Z = _centred_unit(_unit(T), mean) @ to_torch(self.W_, device, dtype)
-        if self.center:
+        if centred:
             # The map was trained on directions (centred unit targets): give each mapped row
             # the typical spread of Y's centred unit rows before adding their mean back,
             # so that the mean weighs as it does in Y.

@@ -9,6 +9,7 @@ from sklearn.base import _fit_context, clone
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
+from ._core import auto_settings
 from ._core.base import BaseAligner
 from ._core.csls import mutual_csls_pairs
 from ._core.few_pairs import UnderdeterminedFitWarning
@@ -16,6 +17,27 @@ from ._core.validation import pick_target, stack_unpaired
 from .whitened import WhitenedProcrustesAligner
 
 __all__ = ["RefinedProcrustesAligner"]
+
+#: The fitted attribute that records each "auto" parameter's choice.
+_CHOICES = {
+    "center": "center_",
+    "fit_intercept": "center_",
+    "scale": "scale_mode_",
+    "normalize": "normalize_",
+}
+
+
+def chosen_settings(fitted, unfitted):
+    """``{parameter: value}`` of the ``"auto"`` parameters of ``unfitted`` as ``fitted``
+    resolved them (an estimator without any gives ``{}``)."""
+    params = unfitted.get_params(deep=False)
+    return {
+        name: getattr(fitted, attribute)
+        for name, attribute in _CHOICES.items()
+        if isinstance(params.get(name), str)
+        and params[name] == "auto"
+        and hasattr(fitted, attribute)
+    }
 
 
 class RefinedProcrustesAligner(BaseAligner):
@@ -142,6 +164,14 @@ class RefinedProcrustesAligner(BaseAligner):
         n_pairs = X.shape[0]
         base = WhitenedProcrustesAligner() if self.estimator is None else self.estimator
         current = clone(base).fit(X, Y)
+        # The estimator's "auto" settings are decided once, on the given pairs, and kept
+        # by every round: the induced pairs are the map's own guesses, and a setting that
+        # changed between rounds would change the dictionary it induces.
+        base = clone(base).set_params(**chosen_settings(current, base))
+        for name in auto_settings.CHOICE_ATTRIBUTES:
+            self.__dict__.pop(name, None)
+            if hasattr(current, name):
+                setattr(self, name, getattr(current, name))
         self.n_induced_ = []
         induced = np.empty((0, 2), dtype=np.int64)
         k = min(self.csls_k, sources.shape[0], targets.shape[0])

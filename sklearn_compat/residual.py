@@ -8,6 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import apply_affine
 from ._lambda.adapter import AffineAdapter
+from ._lambda.fitting import fitted_intercept
 from ._lambda.residual import ResidualAdapter
 from .lambda_orth import LambdaOrthAligner
 
@@ -96,7 +97,7 @@ class ResidualAdapterAligner(LambdaOrthAligner):
         bidirectional=False,
         forward_weight=1.0,
         init="procrustes",
-        fit_intercept=True,
+        fit_intercept="auto",
         rescale=True,
         max_epochs=200,
         batch_size=256,
@@ -146,13 +147,13 @@ class ResidualAdapterAligner(LambdaOrthAligner):
     def _backward_adapter(self, d_x, d_y, W0, b0):
         if self.hidden == 0:
             return AffineAdapter(
-                d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
+                d_x, d_y, bias=fitted_intercept(self), strict=self.strict, weight=W0, bias_init=b0
             )
         return ResidualAdapter(
             d_x,
             d_y,
             int(self.hidden),
-            bias=self.fit_intercept,
+            bias=fitted_intercept(self),
             strict=self.strict,
             weight=W0,
             bias_init=b0,

@@ -404,7 +404,17 @@ def _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds
         scores[label].append(paired_top1(X_p[rows] @ A + b, Y_s[rows]))
 
 
-def choose_by_refit(estimator, X, Y, grid, *, sample_weight=None):
+def choose_by_refit(
+    estimator,
+    X,
+    Y,
+    grid,
+    *,
+    sample_weight=None,
+    shared_params=None,
+    fit_params=None,
+    row_params=None,
+):
     """Choose among parameter settings by refitting clones on the kept rows.
 
     Parameters
@@ -417,6 +427,15 @@ def choose_by_refit(estimator, X, Y, grid, *, sample_weight=None):
         Candidate parameter settings, in order of preference.
     sample_weight : array-like of shape (n_samples,), default=None
         Passed to the refits (the kept rows' weights).
+    shared_params : dict, default=None
+        Parameters set on every candidate's clone besides its own (e.g. a shorter
+        training for the trained aligners, whose candidates are scored after a fraction
+        of the full fit's steps); the label and the returned setting leave them out.
+    fit_params : dict, default=None
+        More keyword arguments of every candidate's ``fit`` (e.g. unpaired pools).
+    row_params : dict, default=None
+        Keyword arguments of ``fit`` with one entry per row (e.g. labels): the kept
+        rows' entries are passed; None values are left out.
 
     Returns
     -------
@@ -434,13 +453,16 @@ def choose_by_refit(estimator, X, Y, grid, *, sample_weight=None):
     X_fold, Y_fold = take_rows(X, rows), take_rows(Y, rows)
     if getattr(X, "dtype", None) in (np.float32, torch.float32):
         X_keep, Y_keep = X_keep.astype(np.float32), Y_keep.astype(np.float32)
-    fit_params = {}
+    fit_params = dict(fit_params or {})
     if sample_weight is not None:
         fit_params["sample_weight"] = np.asarray(sample_weight)[keep]
+    for name, values in (row_params or {}).items():
+        if values is not None:
+            fit_params[name] = np.asarray(values)[keep]
     scores = {}
     for params in grid:
         label = ", ".join(f"{k}={v!r}" for k, v in params.items())
-        model = clone(estimator).set_params(**params)
+        model = clone(estimator).set_params(**{**(shared_params or {}), **params})
         with warnings.catch_warnings():
             # The candidates' own advice (e.g. anisotropy warnings) is what is being
             # measured here; the user sees the chosen setting instead.
@@ -549,7 +571,30 @@ def query_comparison_form(aligner, gallery):
             break
     if gallery == "centered":
         return fitted is not False, unit_rows
+    hook = getattr(aligner, "_query_centred", None)
+    if hook is not None:
+        # The map says how its queries are compared (e.g. one trained for raw cosine).
+        return bool(hook()), unit_rows
     return fitted is True, unit_rows
+
+
+#: CSLS neighbourhood of the query path where the map does not say otherwise.
+QUERY_CSLS_K = 10
+
+
+def query_csls_k(aligner, csls_k):
+    """The CSLS neighbourhood ``AlignedNeighbors`` ranks with (None: plain cosine).
+
+    ``"auto"`` gives 10 (CSLS, Conneau et al. 2018), except for maps whose own training
+    already shaped the mapped queries for cosine retrieval (the aligner's
+    ``_query_csls()`` returns False: RCSLS's loss, the contrastive term of
+    ``LambdaOrthAligner``), on which the gallery's crowding over-corrects; those are
+    ranked by the cosine that ``transform`` is trained for.  A number or None is kept.
+    """
+    if not (isinstance(csls_k, str) and csls_k == "auto"):
+        return csls_k
+    wants = getattr(aligner, "_query_csls", None)
+    return QUERY_CSLS_K if wants is None or wants() else None
 
 
 #: Fitted attributes that record what an "auto" parameter resolved to.
