@@ -59,7 +59,11 @@ class AlignedNeighbors(BaseEstimator):
         chose), else its ``center`` or ``fit_intercept`` parameter; any other map is
         compared raw, as its queries do not sit around Y's mean (RCSLS's uncentred map:
         top-1 0.902 centred against 0.936 by ``transform`` on WordLlama -> MiniLM).
-        ``"centered"`` centres every map not fitted uncentred (the default before
+        :class:`~sklearn_compat.LambdaOrthAligner` and
+        :class:`~sklearn_compat.ResidualAdapterAligner` are compared raw whatever their
+        intercept: their trained bias already places the queries for the cosine with Y's
+        raw rows (centring on the gallery's mean cost LambdaOrth 0.04 top-1 on MNIST
+        cnn -> mlp).  ``"centered"`` centres every map not fitted uncentred (the default before
         ``"auto"``); ``centered_`` says which form was used.  Aligners that map into the
         space of Y's unit rows (:class:`~sklearn_compat.WhitenedProcrustesAligner` with
         ``normalize=True``, :class:`~sklearn_compat.RCSLSAligner`) have both sides scaled
@@ -68,13 +72,19 @@ class AlignedNeighbors(BaseEstimator):
         arithmetic on the index (subtract one vector, renormalise), not a re-embedding.
     metric : {"cosine"}, default="cosine"
         Similarity of the comparison; distances are ``1 - cos``.
-    csls_k : int or None, default=10
+    csls_k : int, "auto" or None, default="auto"
         Rank by CSLS (cross-domain similarity local scaling, Conneau et al., 2018, "Word
         translation without parallel data") with this neighbourhood size, or by plain
-        cosine when None.  ``CSLS(q, g) = 2 cos(q, g) - r_G(q) - r_Q(g)``: ``r_G(q)`` is the
-        mean cosine of query ``q`` to its ``csls_k`` nearest gallery items (it does not
-        change the order of ``q``'s neighbours), ``r_Q(g)`` that of gallery item ``g`` to
-        its ``csls_k`` nearest queries, so hubs, near many queries, are demoted.  Mapped
+        cosine when None.  ``"auto"``: 10, except for maps trained on a retrieval
+        criterion that already demotes crowding targets
+        (:class:`~sklearn_compat.RCSLSAligner`), which are ranked by the cosine they
+        were trained for: the gallery's crowding on top over-corrects (RCSLS on the word
+        pair: P@1 0.208 with CSLS against 0.281 by ``transform``; MNIST cnn -> mlp 0.434
+        against 0.450).  ``csls_k_`` holds the value in force.
+        ``CSLS(q, g) = 2 cos(q, g) - r_G(q) - r_Q(g)``: ``r_G(q)`` is the mean cosine
+        of query ``q`` to its ``csls_k`` nearest gallery items (it does not change the
+        order of ``q``'s neighbours), ``r_Q(g)`` that of gallery item ``g`` to its
+        ``csls_k`` nearest queries, so hubs, near many queries, are demoted.  Mapped
         queries crowd around some gallery items more than the old model's own queries
         did; CSLS undoes that.  On by default because it raised top-1 on every real pair
         measured (e5 -> MiniLM 0.978 -> 0.989, WordLlama -> MiniLM 0.925 -> 0.936, MNIST
@@ -134,6 +144,8 @@ class AlignedNeighbors(BaseEstimator):
         The mean subtracted from gallery and mapped queries (None for ``"raw"``).
     centered_ : bool
         Whether gallery and queries are compared centred (see ``gallery``).
+    csls_k_ : int or None
+        The CSLS neighbourhood in force (None: plain cosine; see ``csls_k``).
     unit_rows_ : bool
         Whether rows are scaled to unit length before the centring (the aligner maps
         into the space of Y's unit rows).

@@ -56,7 +56,13 @@ class RefinedProcrustesAligner(BaseAligner):
     estimator : aligner, default=None
         The map refitted in every round (cloned).  ``None`` uses
         :class:`WhitenedProcrustesAligner`; MUSE's own choice is
-        ``OrthogonalProcrustesAligner(center=True)``.
+        ``OrthogonalProcrustesAligner(center=True)``.  Its ``"auto"`` settings (the
+        default Whitened map's ``center`` and ``normalize``) are decided once, by the
+        first fit on the given pairs (held-out paired top-1, see the estimator), and
+        every round refits with that choice: the induced pairs are the map's own
+        guesses, so they are not asked again.  ``center_``, ``normalize_`` (or the
+        estimator's other choices) and ``auto_scores_`` hold the choice; against the
+        best of the four explicit Whitened settings the default gives REFINED_FIGURES.
     n_refinements : int, default=5
         Rounds of induction and refitting (MUSE uses 5).  0 fits ``estimator`` on the
         given pairs only.  Rounds stop early once the induced dictionary repeats.
@@ -72,6 +78,12 @@ class RefinedProcrustesAligner(BaseAligner):
     ----------
     estimator_ : aligner
         The map fitted in the last round; ``transform`` is its transform.
+    center_, normalize_, scale_mode_ : bool or str
+        What the estimator's ``"auto"`` parameters chose on the given pairs (present
+        where the estimator has them); :class:`~sklearn_compat.neighbors.AlignedNeighbors`
+        compares centred when ``center_`` is True.
+    auto_scores_ : dict or None
+        The held-out scores of that choice.
     W_ : ndarray of shape (n_features_in_, n_targets_)
         ``estimator_.W_``.
     induced_pairs_ : ndarray of shape (n_induced, 2)

@@ -43,6 +43,10 @@ class ResidualAdapterAligner(LambdaOrthAligner):
     lam : float in [0, inf] or "auto", default="auto"
         Threshold on the distance of ``W`` from orthogonality (see
         :class:`LambdaOrthAligner`).
+    fit_intercept : "auto" or bool, default="auto"
+        As for :class:`LambdaOrthAligner`: ``"auto"`` trains both settings for a
+        twentieth of ``max_epochs`` on the rows less a held-out slice and keeps the one
+        with the better held-out paired top-1 (``center_``); RESIDUAL_FIGURES.
     **other parameters
         As for :class:`LambdaOrthAligner`.  ``warm_start`` continues from the previous
         fit's linear part; the MLP starts again from zero.
@@ -59,6 +63,9 @@ class ResidualAdapterAligner(LambdaOrthAligner):
         this class, and a GPU-fitted model runs on a CPU.
     orthogonality_gap_, lam_, x_scale_, y_scale_, history_, n_epochs_, best_epoch_
         As for :class:`LambdaOrthAligner`.
+    center_, auto_scores_
+        As for :class:`LambdaOrthAligner`: the intercept setting in force, and the
+        held-out scores of ``"auto"``.
 
     See Also
     --------
