@@ -312,3 +312,19 @@ def test_query_path_ranks_at_least_as_well_as_transform(rng, make):
         np.mean(search.kneighbors(X[500:], return_distance=False)[:, 0] == np.arange(200))
     )
     assert by_query >= _top1_by_transform(aligner, X[500:], Y[500:]) - 0.005
+
+
+def test_query_path_follows_each_map_and_explicit_settings_are_kept(rng):
+    X, Y = _anisotropic_pair(rng, n=400)
+    rcsls = _trained(RCSLSAligner).fit(X[:300], Y[:300])
+    search = AlignedNeighbors(rcsls).fit(Y[300:])
+    # RCSLS's loss already demotes crowding targets: ranked by the cosine it trained for.
+    assert search.csls_k_ is None and search.centered_ == rcsls.center_
+    assert AlignedNeighbors(rcsls, csls_k=10).fit(Y[300:]).csls_k_ == 10
+    lam = _trained(LambdaOrthAligner, fit_intercept=True).fit(X[:300], Y[:300])
+    # Its bias places the queries for the raw gallery; "centered" still centres.
+    assert not AlignedNeighbors(lam).fit(Y[300:]).centered_
+    assert AlignedNeighbors(lam).fit(Y[300:]).csls_k_ == 10
+    assert AlignedNeighbors(lam, gallery="centered").fit(Y[300:]).centered_
+    procrustes = OrthogonalProcrustesAligner().fit(X[:300], Y[:300])
+    assert AlignedNeighbors(procrustes).fit(Y[300:]).csls_k_ == 10

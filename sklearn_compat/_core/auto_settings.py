@@ -585,11 +585,11 @@ QUERY_CSLS_K = 10
 def query_csls_k(aligner, csls_k):
     """The CSLS neighbourhood ``AlignedNeighbors`` ranks with (None: plain cosine).
 
-    ``"auto"`` gives 10 (CSLS, Conneau et al. 2018), except for maps whose own training
-    already shaped the mapped queries for cosine retrieval (the aligner's
-    ``_query_csls()`` returns False: RCSLS's loss, the contrastive term of
-    ``LambdaOrthAligner``), on which the gallery's crowding over-corrects; those are
-    ranked by the cosine that ``transform`` is trained for.  A number or None is kept.
+    ``"auto"`` gives 10 (CSLS, Conneau et al. 2018), except for maps trained on a
+    criterion that already demotes crowding targets (the aligner's ``_query_csls()``
+    returns False: RCSLS's loss), on which the gallery's crowding over-corrects; those
+    are ranked by the cosine that ``transform`` is trained for.  A number or None is
+    kept as it is.
     """
     if not (isinstance(csls_k, str) and csls_k == "auto"):
         return csls_k
