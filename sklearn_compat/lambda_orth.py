@@ -118,9 +118,9 @@ class LambdaOrthAligner(BaseAligner):
     fit_intercept : "auto" or bool, default="auto"
         Learn the bias ``b`` (and start from the centred Procrustes map), or not.
         Neither is best on every pair (test top-1, with / without): INTERCEPT_FIGURES.
-        ``"auto"`` decides at ``fit``: both settings are trained for a twentieth of
-        ``max_epochs`` (at least one epoch; the Procrustes start makes a few epochs
-        telling) on the rows less a held-out slice (a fifth of them, at most 1,000;
+        ``"auto"`` decides at ``fit``: both settings are trained for a sixth of
+        ``max_epochs``, between 1 and 10 epochs (the Procrustes start makes a few epochs
+        telling), on the rows less a held-out slice (a fifth of them, at most 1,000;
         ``random_state`` draws it), scored by paired top-1 cosine retrieval of the
         slice, and the better one is trained on all rows (ties: with).  ``center_``
         holds the choice, ``auto_scores_`` the scores; a warm start keeps the previous
@@ -358,22 +358,7 @@ class LambdaOrthAligner(BaseAligner):
             )
         if not warm:
             # A warm start continues the previous fit's map, with its intercept setting.
-            auto_settings.resolve_by_refit(
-                self,
-                X,
-                Y,
-                {"fit_intercept": "center_"},
-                [{"fit_intercept": True}, {"fit_intercept": False}],
-                {"fit_intercept": True},
-                chooser=lambda options, X_, Y_, _: auto_settings.choose_by_refit(
-                    self,
-                    X_,
-                    Y_,
-                    options,
-                    shared_params=self._candidate_params(),
-                    row_params={"labels": labels},
-                ),
-            )
+            self._resolve_intercept(X, Y, labels)
         rng = check_random_state(self.random_state)
         X, Y = self._validate_pair(X, Y, reset=not warm)
         codes = encode_fit_labels(labels, X.shape[0])
@@ -385,11 +370,30 @@ class LambdaOrthAligner(BaseAligner):
             warn_if_few_pairs(self, X.shape[0], stacklevel=4)
         return self
 
+    def _resolve_intercept(self, X, Y, labels):
+        """Decide ``fit_intercept="auto"`` (sets ``center_`` and ``auto_scores_``)."""
+        auto_settings.resolve_by_refit(
+            self,
+            X,
+            Y,
+            {"fit_intercept": "center_"},
+            [{"fit_intercept": True}, {"fit_intercept": False}],
+            {"fit_intercept": True},
+            chooser=lambda options, X_, Y_, _: auto_settings.choose_by_refit(
+                self,
+                X_,
+                Y_,
+                options,
+                shared_params=self._candidate_params(),
+                row_params={"labels": labels},
+            ),
+        )
+
     def _candidate_params(self):
-        """What the ``"auto"`` candidates train: a twentieth of ``max_epochs`` (at least
-        one) from the Procrustes start, without a held-out split of their own."""
+        """What the ``"auto"`` candidates train: a sixth of ``max_epochs``, between 1 and
+        10 epochs, from the Procrustes start, without a held-out split of their own."""
         return {
-            "max_epochs": max(1, int(self.max_epochs) // 20),
+            "max_epochs": max(1, min(10, int(self.max_epochs) // 6)),
             "early_stopping": False,
             "warm_start": False,
             "verbose": 0,

@@ -44,9 +44,10 @@ class ResidualAdapterAligner(LambdaOrthAligner):
         Threshold on the distance of ``W`` from orthogonality (see
         :class:`LambdaOrthAligner`).
     fit_intercept : "auto" or bool, default="auto"
-        As for :class:`LambdaOrthAligner`: ``"auto"`` trains both settings for a
-        twentieth of ``max_epochs`` on the rows less a held-out slice and keeps the one
-        with the better held-out paired top-1 (``center_``); RESIDUAL_FIGURES.
+        As for :class:`LambdaOrthAligner`: ``"auto"`` trains both settings for a sixth
+        of ``max_epochs`` (at most 10 epochs) on the rows less a held-out slice and
+        keeps the one with the better held-out paired top-1 (``center_``);
+        RESIDUAL_FIGURES.
     **other parameters
         As for :class:`LambdaOrthAligner`.  ``warm_start`` continues from the previous
         fit's linear part; the MLP starts again from zero.
