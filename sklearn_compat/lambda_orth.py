@@ -122,7 +122,8 @@ class LambdaOrthAligner(BaseAligner):
         ``max_epochs``, between 1 and 10 epochs (the Procrustes start makes a few epochs
         telling), on the rows less a held-out slice (a fifth of them, at most 1,000;
         ``random_state`` draws it), scored by paired top-1 cosine retrieval of the
-        slice, and the better one is trained on all rows (ties: with).  ``center_``
+        slice, and the better one is trained on all rows; the bias is kept unless
+        leaving it out wins by more than 0.01.  ``center_``
         holds the choice, ``auto_scores_`` the scores; a warm start keeps the previous
         fit's.  Choosing costs COST_FIGURES of a fit.  Below 100 rows it fits the bias
         and warns with :class:`~sklearn_compat._core.auto_settings.AutoSettingWarning`.
@@ -386,6 +387,7 @@ class LambdaOrthAligner(BaseAligner):
                 options,
                 shared_params=self._candidate_params(),
                 row_params={"labels": labels},
+                margin=auto_settings.TRAINED_MARGIN,
             ),
         )
 

@@ -17,6 +17,7 @@ from sklearn_compat import (
     WhitenedProcrustesAligner,
 )
 from sklearn_compat._core.auto_settings import (
+    TRAINED_MARGIN,
     AutoSettingWarning,
     holdout_folds,
     paired_top1,
@@ -240,8 +241,11 @@ def test_trained_aligners_choose_by_held_out_top1_and_refit_the_winner(rng, cls)
         warnings.simplefilter("error")  # ordinary data: no advice of any kind
         auto = _trained(cls).fit(X, Y)
     assert isinstance(auto.center_, bool)
-    best = max(auto.auto_scores_, key=auto.auto_scores_.get)
-    assert best == f"{name}={auto.center_}"
+    scores = auto.auto_scores_
+    first, best = next(iter(scores)), max(scores, key=scores.get)
+    # The first-listed setting stays unless another wins by more than the margin.
+    expected = best if scores[best] > scores[first] + TRAINED_MARGIN else first
+    assert expected == f"{name}={auto.center_}"
     explicit = _trained(cls, **{name: auto.center_}).fit(X, Y)
     # The winner is refitted on all rows: exactly the explicit setting's fit.
     np.testing.assert_allclose(auto.W_, explicit.W_, atol=1e-6)
