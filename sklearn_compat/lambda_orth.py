@@ -117,7 +117,10 @@ class LambdaOrthAligner(BaseAligner):
         "orthogonal" (random) starts far from any good map.
     fit_intercept : "auto" or bool, default="auto"
         Learn the bias ``b`` (and start from the centred Procrustes map), or not.
-        Neither is best on every pair (test top-1, with / without): INTERCEPT_FIGURES.
+        Neither is best on every pair (test top-1 with / without, 60 epochs at most:
+        MNIST cnn -> cnn 0.828 / 0.821, cnn -> mlp 0.516 / 0.495, WordLlama -> MiniLM
+        0.910 / 0.913, GloVe -> French P@1 0.248 / 0.252, e5 -> MiniLM 0.973 / 0.973,
+        e5 -> WordLlama 0.950 / 0.950; benchmarks/RESULTS.md).
         ``"auto"`` decides at ``fit``: both settings are trained for a sixth of
         ``max_epochs``, between 1 and 10 epochs (the Procrustes start makes a few epochs
         telling), on the rows less a held-out slice (a fifth of them, at most 1,000;
@@ -125,7 +128,11 @@ class LambdaOrthAligner(BaseAligner):
         slice, and the better one is trained on all rows; the bias is kept unless
         leaving it out wins by more than 0.01.  ``center_``
         holds the choice, ``auto_scores_`` the scores; a warm start keeps the previous
-        fit's.  Choosing costs COST_FIGURES of a fit.  Below 100 rows it fits the bias
+        fit's.  ``"auto"`` kept the bias on all six pairs, within 0.004 of the better
+        setting.  Choosing costs 1.2-1.3x the CPU time of a fit that trains its 60
+        epochs (MNIST) and up to 2.1x one that early stopping ends after about 15
+        (WordLlama -> MiniLM): the candidates' epochs are fixed before the fit knows
+        its length.  Below 100 rows it fits the bias
         and warns with :class:`~sklearn_compat._core.auto_settings.AutoSettingWarning`.
     rescale : bool, default=True
         Divide X and Y by their RMS row norms (``x_scale_``, ``y_scale_``) before training
