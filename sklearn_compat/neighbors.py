@@ -10,7 +10,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.auto_settings import query_comparison_form
+from ._core.auto_settings import query_comparison_form, query_csls_k
 from ._core.backend import resolve_device, to_numpy, to_torch
 from ._core.knn import crowding, rowwise, search
 from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
@@ -59,7 +59,11 @@ class AlignedNeighbors(BaseEstimator):
         chose), else its ``center`` or ``fit_intercept`` parameter; any other map is
         compared raw, as its queries do not sit around Y's mean (RCSLS's uncentred map:
         top-1 0.902 centred against 0.936 by ``transform`` on WordLlama -> MiniLM).
-        ``"centered"`` centres every map not fitted uncentred (the default before
+        :class:`~sklearn_compat.LambdaOrthAligner` and
+        :class:`~sklearn_compat.ResidualAdapterAligner` are compared raw whatever their
+        intercept: their trained bias already places the queries for the cosine with Y's
+        raw rows (centring on the gallery's mean cost LambdaOrth 0.04 top-1 on MNIST
+        cnn -> mlp).  ``"centered"`` centres every map not fitted uncentred (the default before
         ``"auto"``); ``centered_`` says which form was used.  Aligners that map into the
         space of Y's unit rows (:class:`~sklearn_compat.WhitenedProcrustesAligner` with
         ``normalize=True``, :class:`~sklearn_compat.RCSLSAligner`) have both sides scaled
@@ -68,13 +72,19 @@ class AlignedNeighbors(BaseEstimator):
         arithmetic on the index (subtract one vector, renormalise), not a re-embedding.
     metric : {"cosine"}, default="cosine"
         Similarity of the comparison; distances are ``1 - cos``.
-    csls_k : int or None, default=10
+    csls_k : int, "auto" or None, default="auto"
         Rank by CSLS (cross-domain similarity local scaling, Conneau et al., 2018, "Word
         translation without parallel data") with this neighbourhood size, or by plain
-        cosine when None.  ``CSLS(q, g) = 2 cos(q, g) - r_G(q) - r_Q(g)``: ``r_G(q)`` is the
-        mean cosine of query ``q`` to its ``csls_k`` nearest gallery items (it does not
-        change the order of ``q``'s neighbours), ``r_Q(g)`` that of gallery item ``g`` to
-        its ``csls_k`` nearest queries, so hubs, near many queries, are demoted.  Mapped
+        cosine when None.  ``"auto"``: 10, except for maps trained on a retrieval
+        criterion that already demotes crowding targets
+        (:class:`~sklearn_compat.RCSLSAligner`), which are ranked by the cosine they
+        were trained for: the gallery's crowding on top over-corrects (RCSLS on the word
+        pair: P@1 0.208 with CSLS against 0.281 by ``transform``; MNIST cnn -> mlp 0.434
+        against 0.450).  ``csls_k_`` holds the value in force.
+        ``CSLS(q, g) = 2 cos(q, g) - r_G(q) - r_Q(g)``: ``r_G(q)`` is the mean cosine
+        of query ``q`` to its ``csls_k`` nearest gallery items (it does not change the
+        order of ``q``'s neighbours), ``r_Q(g)`` that of gallery item ``g`` to its
+        ``csls_k`` nearest queries, so hubs, near many queries, are demoted.  Mapped
         queries crowd around some gallery items more than the old model's own queries
         did; CSLS undoes that.  On by default because it raised top-1 on every real pair
         measured (e5 -> MiniLM 0.978 -> 0.989, WordLlama -> MiniLM 0.925 -> 0.936, MNIST
@@ -134,6 +144,8 @@ class AlignedNeighbors(BaseEstimator):
         The mean subtracted from gallery and mapped queries (None for ``"raw"``).
     centered_ : bool
         Whether gallery and queries are compared centred (see ``gallery``).
+    csls_k_ : int or None
+        The CSLS neighbourhood in force (None: plain cosine; see ``csls_k``).
     unit_rows_ : bool
         Whether rows are scaled to unit length before the centring (the aligner maps
         into the space of Y's unit rows).
@@ -185,7 +197,11 @@ class AlignedNeighbors(BaseEstimator):
         "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
         "gallery": [StrOptions({"auto", "centered", "raw"})],
         "metric": [StrOptions({"cosine"})],
-        "csls_k": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "csls_k": [
+            Interval(numbers.Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            None,
+        ],
         "csls_reference": [StrOptions({"fit", "batch"})],
         "memory_budget": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "device": [str, torch.device],
@@ -200,7 +216,7 @@ class AlignedNeighbors(BaseEstimator):
         n_neighbors=10,
         gallery="auto",
         metric="cosine",
-        csls_k=10,
+        csls_k="auto",
         csls_reference="fit",
         memory_budget=None,
         device="auto",
@@ -243,20 +259,21 @@ class AlignedNeighbors(BaseEstimator):
         final = _final_step(self.aligner)
         check_is_fitted(final)
         G = check_embeddings(X, "gallery")
+        csls_k = self.csls_k_ = query_csls_k(final, self.csls_k)
         width = getattr(final, "n_targets_", G.shape[1])
         if G.shape[1] != width:
             raise ValueError(
                 f"gallery has {G.shape[1]} features, but the aligner maps into a space of "
                 f"{width} features."
             )
-        if self.csls_k is not None and self.csls_k > G.shape[0]:
+        if csls_k is not None and csls_k > G.shape[0]:
             raise ValueError(
-                f"csls_k={self.csls_k} exceeds the number of gallery items ({G.shape[0]})."
+                f"csls_k={csls_k} exceeds the number of gallery items ({G.shape[0]})."
             )
-        measure_now = self.csls_k is not None and self.csls_reference == "fit"
-        if measure_now and queries is None and self.csls_k >= G.shape[0]:
+        measure_now = csls_k is not None and self.csls_reference == "fit"
+        if measure_now and queries is None and csls_k >= G.shape[0]:
             raise ValueError(
-                f"csls_k={self.csls_k} needs a gallery of more than {self.csls_k} items to "
+                f"csls_k={csls_k} needs a gallery of more than {csls_k} items to "
                 f"measure each item's neighbourhood among the others (got {G.shape[0]}); "
                 "pass queries= to fit, lower csls_k, or set csls_k=None."
             )
@@ -294,7 +311,7 @@ class AlignedNeighbors(BaseEstimator):
             kind = "hnsw" if scoring.shape[0] > AUTO_INDEX_ROWS else "exact"
         if kind == "exact":
             return None
-        if self.csls_k is not None and self.csls_reference == "batch":
+        if self.csls_k_ is not None and self.csls_reference == "batch":
             raise ValueError(
                 f"index={kind!r} stores each gallery item's CSLS penalty, so it needs "
                 "csls_reference='fit' (or csls_k=None); csls_reference='batch' measures "
@@ -315,14 +332,14 @@ class AlignedNeighbors(BaseEstimator):
     def _fit_penalty(self, G, queries, device):
         """CSLS's ``r_Q(g)`` of every gallery item, against ``queries`` or the gallery."""
         if queries is None:
-            return crowding(G, G, self.csls_k, same=True)
+            return crowding(G, G, self.csls_k_, same=True)
         Z = self._mapped_queries(queries)
-        if self.csls_k > Z.shape[0]:
+        if self.csls_k_ > Z.shape[0]:
             raise ValueError(
-                f"csls_k={self.csls_k} exceeds the number of queries given to fit ({Z.shape[0]})."
+                f"csls_k={self.csls_k_} exceeds the number of queries given to fit ({Z.shape[0]})."
             )
         Q = self._scoring_form(Z, device).to(G.dtype)
-        return crowding(G, Q, self.csls_k)
+        return crowding(G, Q, self.csls_k_)
 
     def _scoring_form(self, A, device):
         """Rows shifted by ``center_`` (if any) and L2-normalised, as a tensor on device."""
@@ -407,27 +424,29 @@ class AlignedNeighbors(BaseEstimator):
         Q = self._scoring_form(Z, device).to(G.dtype)
         n = Q.shape[0]
         penalty = None
-        if self.csls_k is not None:
+        # Searchers saved before csls_k="auto" existed hold the number as given.
+        csls_k = getattr(self, "csls_k_", self.csls_k)
+        if csls_k is not None:
             if self.csls_reference == "batch":
-                if self.csls_k > n:
+                if csls_k > n:
                     raise ValueError(
-                        f"csls_k={self.csls_k} exceeds the number of queries ({n}): with "
+                        f"csls_k={csls_k} exceeds the number of queries ({n}): with "
                         "csls_reference='batch' CSLS measures each gallery item's "
                         "neighbourhood among the queries of the call."
                     )
-                penalty = knn_mean_similarity(G, Q, self.csls_k, budget=self._budget())
+                penalty = knn_mean_similarity(G, Q, csls_k, budget=self._budget())
             else:
                 penalty = to_torch(self.gallery_penalty_, device, G.dtype)
         if getattr(self, "index_", None) is not None:
-            scores, indices = self.index_.search(Q, G, k, penalty=penalty, csls_k=self.csls_k)
+            scores, indices = self.index_.search(Q, G, k, penalty=penalty, csls_k=csls_k)
         else:
             scores, indices = search(
-                Q, G, k, penalty=penalty, csls_k=self.csls_k, budget=self._budget()
+                Q, G, k, penalty=penalty, csls_k=csls_k, budget=self._budget()
             )
         scores, indices = to_numpy(scores), to_numpy(indices)
         if not return_distance:
             return indices
-        distances = 1.0 - (scores / 2 if self.csls_k is not None else scores)
+        distances = 1.0 - (scores / 2 if csls_k is not None else scores)
         return distances, indices
 
     def kneighbors_graph(self, X, n_neighbors=None, mode="connectivity"):

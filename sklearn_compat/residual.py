@@ -8,6 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import apply_affine
 from ._lambda.adapter import AffineAdapter
+from ._lambda.fitting import fitted_intercept
 from ._lambda.residual import ResidualAdapter
 from .lambda_orth import LambdaOrthAligner
 
@@ -42,6 +43,15 @@ class ResidualAdapterAligner(LambdaOrthAligner):
     lam : float in [0, inf] or "auto", default="auto"
         Threshold on the distance of ``W`` from orthogonality (see
         :class:`LambdaOrthAligner`).
+    fit_intercept : "auto" or bool, default="auto"
+        As for :class:`LambdaOrthAligner`: ``"auto"`` trains both settings for a sixth
+        of ``max_epochs`` (at most 10 epochs) on the rows less a held-out slice and
+        keeps the one with the better held-out paired top-1 (``center_``; test top-1
+        with / without the bias: MNIST cnn -> cnn 0.882 / 0.887, cnn -> mlp
+        0.649 / 0.643, WordLlama -> MiniLM 0.883 / 0.886, e5 -> MiniLM 0.971 / 0.967,
+        e5 -> WordLlama 0.953 / 0.948, words 0.203 / 0.203: the default within 0.005
+        of the better on all six).  Choosing costs 1.2-1.3x the CPU time of a fit
+        (MNIST), 1.7x on WordLlama -> MiniLM.
     **other parameters
         As for :class:`LambdaOrthAligner`.  ``warm_start`` continues from the previous
         fit's linear part; the MLP starts again from zero.
@@ -58,6 +68,9 @@ class ResidualAdapterAligner(LambdaOrthAligner):
         this class, and a GPU-fitted model runs on a CPU.
     orthogonality_gap_, lam_, x_scale_, y_scale_, history_, n_epochs_, best_epoch_
         As for :class:`LambdaOrthAligner`.
+    center_, auto_scores_
+        As for :class:`LambdaOrthAligner`: the intercept setting in force, and the
+        held-out scores of ``"auto"``.
 
     See Also
     --------
@@ -96,7 +109,7 @@ class ResidualAdapterAligner(LambdaOrthAligner):
         bidirectional=False,
         forward_weight=1.0,
         init="procrustes",
-        fit_intercept=True,
+        fit_intercept="auto",
         rescale=True,
         max_epochs=200,
         batch_size=256,
@@ -146,13 +159,13 @@ class ResidualAdapterAligner(LambdaOrthAligner):
     def _backward_adapter(self, d_x, d_y, W0, b0):
         if self.hidden == 0:
             return AffineAdapter(
-                d_x, d_y, bias=self.fit_intercept, strict=self.strict, weight=W0, bias_init=b0
+                d_x, d_y, bias=fitted_intercept(self), strict=self.strict, weight=W0, bias_init=b0
             )
         return ResidualAdapter(
             d_x,
             d_y,
             int(self.hidden),
-            bias=self.fit_intercept,
+            bias=fitted_intercept(self),
             strict=self.strict,
             weight=W0,
             bias_init=b0,

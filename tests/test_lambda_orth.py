@@ -360,7 +360,10 @@ def test_grid_search_over_lam_in_pipeline_routes_labels(rng):
     labels = np.arange(300) % 3
     _LabelSpy.seen = []
     with sklearn.config_context(enable_metadata_routing=True):
-        step = _LabelSpy(max_epochs=2, random_state=0).set_fit_request(labels=True)
+        # An explicit intercept: fit_intercept="auto" would add the fits of its
+        # candidates (which get the kept rows' labels) to the fits counted here.
+        step = _LabelSpy(max_epochs=2, random_state=0, fit_intercept=True)
+        step = step.set_fit_request(labels=True)
         pipe = Pipeline([("norm", Normalizer()), ("align", step)])
         search = GridSearchCV(pipe, {"align__lam": [0.0, 2.0, math.inf]}, cv=3)
         search.fit(X, Y, labels=labels)

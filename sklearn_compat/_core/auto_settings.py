@@ -45,6 +45,11 @@ __all__ = [
 
 #: Fewest training rows from which ``"auto"`` is decided (a held-out slice of 20).
 MIN_ROWS = 100
+#: Held-out top-1 by which a trained aligner's candidate must beat the first-listed
+#: setting to replace it: a 1 % difference on a slice of at most 1,000 rows is within what
+#: the candidates' short training and the slice's draw move (RCSLS on MNIST cnn -> mlp:
+#: centred won one seeded slice by 0.005 and lost three by 0.006-0.016).
+TRAINED_MARGIN = 0.01
 #: Rows of one held-out fold at most (its paired top-1 is a 1-in-1000 retrieval task).
 FOLD_ROWS = 1000
 #: Rows scored in all at most: up to 5 folds on small data, 1 fold from 25,000 rows on,
@@ -122,11 +127,13 @@ def paired_top1(Z, Y):
     return top1_of_similarities(unit_rows(Z) @ unit_rows(Y).T)
 
 
-def pick(scores):
-    """The key with the best mean score; the first listed wins ties."""
+def pick(scores, margin=0.0):
+    """The key with the best mean score; the first listed wins ties, and keeps its place
+    unless another beats it by more than ``margin``."""
     labels = list(scores)
     means = [float(np.mean(scores[label])) for label in labels]
-    return labels[int(np.argmax(means))]
+    best = int(np.argmax(means))
+    return labels[best] if means[best] > means[0] + margin else labels[0]
 
 
 def warn_undecided(estimator_name, why, fallback):
@@ -404,7 +411,18 @@ def _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds
         scores[label].append(paired_top1(X_p[rows] @ A + b, Y_s[rows]))
 
 
-def choose_by_refit(estimator, X, Y, grid, *, sample_weight=None):
+def choose_by_refit(
+    estimator,
+    X,
+    Y,
+    grid,
+    *,
+    sample_weight=None,
+    shared_params=None,
+    fit_params=None,
+    row_params=None,
+    margin=0.0,
+):
     """Choose among parameter settings by refitting clones on the kept rows.
 
     Parameters
@@ -417,6 +435,19 @@ def choose_by_refit(estimator, X, Y, grid, *, sample_weight=None):
         Candidate parameter settings, in order of preference.
     sample_weight : array-like of shape (n_samples,), default=None
         Passed to the refits (the kept rows' weights).
+    shared_params : dict, default=None
+        Parameters set on every candidate's clone besides its own (e.g. a shorter
+        training for the trained aligners, whose candidates are scored after a fraction
+        of the full fit's steps); the label and the returned setting leave them out.
+    fit_params : dict, default=None
+        More keyword arguments of every candidate's ``fit`` (e.g. unpaired pools).
+    row_params : dict, default=None
+        Keyword arguments of ``fit`` with one entry per row (e.g. labels): the kept
+        rows' entries are passed; None values are left out.
+    margin : float, default=0.0
+        The first candidate is kept unless another beats its held-out top-1 by more
+        than this (the trained aligners: differences within the spread of their own
+        training noise are no evidence).
 
     Returns
     -------
@@ -434,13 +465,16 @@ def choose_by_refit(estimator, X, Y, grid, *, sample_weight=None):
     X_fold, Y_fold = take_rows(X, rows), take_rows(Y, rows)
     if getattr(X, "dtype", None) in (np.float32, torch.float32):
         X_keep, Y_keep = X_keep.astype(np.float32), Y_keep.astype(np.float32)
-    fit_params = {}
+    fit_params = dict(fit_params or {})
     if sample_weight is not None:
         fit_params["sample_weight"] = np.asarray(sample_weight)[keep]
+    for name, values in (row_params or {}).items():
+        if values is not None:
+            fit_params[name] = np.asarray(values)[keep]
     scores = {}
     for params in grid:
         label = ", ".join(f"{k}={v!r}" for k, v in params.items())
-        model = clone(estimator).set_params(**params)
+        model = clone(estimator).set_params(**{**(shared_params or {}), **params})
         with warnings.catch_warnings():
             # The candidates' own advice (e.g. anisotropy warnings) is what is being
             # measured here; the user sees the chosen setting instead.
@@ -448,7 +482,7 @@ def choose_by_refit(estimator, X, Y, grid, *, sample_weight=None):
             model.fit(X_keep, Y_keep, **fit_params)
         scores[label] = [paired_top1(model.transform(X_fold), Y_fold)]
     by_label = dict(zip(scores, grid, strict=True))
-    return by_label[pick(scores)], {k: float(v[0]) for k, v in scores.items()}
+    return by_label[pick(scores, margin)], {k: float(v[0]) for k, v in scores.items()}
 
 
 def checked_input(estimator, X, Y, sample_weight):
@@ -549,7 +583,30 @@ def query_comparison_form(aligner, gallery):
             break
     if gallery == "centered":
         return fitted is not False, unit_rows
+    hook = getattr(aligner, "_query_centred", None)
+    if hook is not None:
+        # The map says how its queries are compared (e.g. one trained for raw cosine).
+        return bool(hook()), unit_rows
     return fitted is True, unit_rows
+
+
+#: CSLS neighbourhood of the query path where the map does not say otherwise.
+QUERY_CSLS_K = 10
+
+
+def query_csls_k(aligner, csls_k):
+    """The CSLS neighbourhood ``AlignedNeighbors`` ranks with (None: plain cosine).
+
+    ``"auto"`` gives 10 (CSLS, Conneau et al. 2018), except for maps trained on a
+    criterion that already demotes crowding targets (the aligner's ``_query_csls()``
+    returns False: RCSLS's loss), on which the gallery's crowding over-corrects; those
+    are ranked by the cosine that ``transform`` is trained for.  A number or None is
+    kept as it is.
+    """
+    if not (isinstance(csls_k, str) and csls_k == "auto"):
+        return csls_k
+    wants = getattr(aligner, "_query_csls", None)
+    return QUERY_CSLS_K if wants is None or wants() else None
 
 
 #: Fitted attributes that record what an "auto" parameter resolved to.

@@ -203,7 +203,7 @@ def train_map(
             backward = AffineAdapter(
                 d_x,
                 d_y,
-                bias=settings.fit_intercept,
+                bias=fitted_intercept(settings),
                 strict=settings.strict,
                 weight=W0,
                 bias_init=b0,
@@ -310,10 +310,18 @@ def store_fit(estimator, fitted, *, accumulate=False):
     return estimator
 
 
+def fitted_intercept(settings):
+    """The ``fit_intercept`` in force: the fitted choice where the parameter is "auto"."""
+    value = settings.fit_intercept
+    if isinstance(value, str) and value == "auto":
+        return bool(getattr(settings, "center_", True))
+    return bool(value)
+
+
 def _initial_map(settings, X, Y, rng):
     """Start of the adapter in normalised units: (W0, b0) as float64 numpy."""
     d_x, d_y = X.shape[1], Y.shape[1]
-    centre = settings.fit_intercept and X.shape[0] > 0
+    centre = fitted_intercept(settings) and X.shape[0] > 0
     mean_x = X.mean(dim=0, dtype=torch.float64) if centre else None
     mean_y = Y.mean(dim=0, dtype=torch.float64) if centre else None
     if settings.init == "procrustes":

@@ -226,6 +226,8 @@ def lambda_orth_path(
     settings = clone(estimator)  # a RandomState instance is copied, not consumed
     settings._validate_params()
     refuse_bool_numbers(settings)
+    # fit_intercept="auto" is decided once on these rows, as the estimator's fit would.
+    settings._resolve_intercept(X, Y, labels)
     X, Y = settings._validate_pair(X, Y, reset=True)
     lams = check_lams(lams)
     codes = encode_fit_labels(labels, X.shape[0])

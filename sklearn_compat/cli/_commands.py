@@ -638,7 +638,7 @@ def run_search(args):
     distances, indices = search.kneighbors(_model_input(queries.X, *columns))
     n, k = indices.shape
     # Scores are similarities (higher is nearer): the cosine, or the CSLS value.
-    scores = 1.0 - distances if args.csls is None else 2.0 * (1.0 - distances)
+    scores = 1.0 - distances if search.csls_k_ is None else 2.0 * (1.0 - distances)
     frame = pd.DataFrame(
         {
             "query_id": np.repeat(_ids(queries), k),

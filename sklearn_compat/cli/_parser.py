@@ -26,6 +26,11 @@ def _n_folds(text):
     return value
 
 
+def _csls_neighbours(text):
+    """``--csls K``: a positive int, or "auto" (the searcher's default)."""
+    return "auto" if text == "auto" else positive_int(text)
+
+
 def _parent():
     return argparse.ArgumentParser(add_help=False)
 
@@ -383,11 +388,12 @@ def _add_search(sub, parents):
     csls = se.add_mutually_exclusive_group()
     csls.add_argument(
         "--csls",
-        type=positive_int,
-        default=10,
+        type=_csls_neighbours,
+        default="auto",
         metavar="K",
         help="rank by CSLS with K neighbours, each gallery item's crowding measured among "
-        "the other gallery items (score = 2 cos - both penalties; default 10)",
+        "the other gallery items (score = 2 cos - both penalties); default auto: 10, "
+        "or plain cosine where MODEL was trained for retrieval with cosine",
     )
     csls.add_argument(
         "--no-csls",
