@@ -334,7 +334,10 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         for center in dict.fromkeys(option["center"] for option in options):
             stats = candidate_stats(rows, normalize=False, center=center)
             mapped, values, signs = procrustes_mapped(
-                X[held] - stats.mean_x, stats, allow_reflection=self.allow_reflection
+                X[held] - stats.mean_x,
+                stats,
+                allow_reflection=self.allow_reflection,
+                overlap=rows.overlap(),
             )
             svd = (None, values, signs)
             if mapped is None:  # only the formed map can say (see procrustes_mapped)

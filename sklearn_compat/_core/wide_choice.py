@@ -30,6 +30,14 @@ class KeptRows:
     def __init__(self, X, Y, weights):
         self.x, self.y = Side.of(np.asarray(X, np.float64)), Side.of(np.asarray(Y, np.float64))
         self.weights = np.asarray(weights, dtype=np.float64)
+        self._overlap = None
+
+    def overlap(self):
+        """``Q_x[:m]^T Q_y[:m]`` (``m = min(d_x, d_y)``): the same for every candidate."""
+        if self._overlap is None:
+            m = min(self.x.width, self.y.width)
+            self._overlap = _basis_rows(self.x, m).T @ _basis_rows(self.y, m)
+        return self._overlap
 
 
 def _candidate_side(raw, weights, *, normalize, center):
@@ -75,10 +83,11 @@ def whitened_mapped(P, stats, **options):
     return _expand(stats.y, (_reduce(stats.x, P) @ A) @ B)
 
 
-def procrustes_mapped(P, stats, *, allow_reflection):
+def procrustes_mapped(P, stats, *, allow_reflection, overlap=None):
     """``(P W, singular values, signs)`` for the orthogonal map of ``stats`` that
     :func:`~.row_space.thin_procrustes` forms; ``P W`` is None where only the formed map
-    can say (nearly shared directions, or a proper rotation of odd rank)."""
+    can say (nearly shared directions, or a proper rotation of odd rank).  ``overlap``:
+    :meth:`KeptRows.overlap` of the rows ``stats`` came from, when at hand."""
     x, y = stats.x, stats.y
     Uk, S, Vkt = _svd(x.L.T @ y.L)
     rank = int(np.sum(S > _RTOL * S[0])) if S.size and S[0] > 0 else 0
@@ -93,7 +102,9 @@ def procrustes_mapped(P, stats, *, allow_reflection):
     # W = I (padded) + D[:d_x] Z D[:d_y]^T with D = V - U, U = Q_x Uk, V = Q_y Vk, both
     # zero-padded to max(d_x, d_y) rows (see _rotation_onto, short form).
     Qx_top, Qy_top = _basis_rows(x, m), _basis_rows(y, m)
-    C = Uk.T @ (Qx_top.T @ Qy_top) @ Vk
+    if overlap is None:
+        overlap = Qx_top.T @ Qy_top
+    C = Uk.T @ overlap @ Vk
     gram = 2.0 * np.eye(rank) - C - C.T
     if rank and scipy.linalg.eigvalsh(gram, check_finite=False)[0] <= 1e-4:
         return None, values, signs
