@@ -236,20 +236,53 @@ class WhitenedProcrustesAligner(BaseAligner):
         return self
 
     def _choose_wide(self, options, X, Y, sample_weight):
-        """Refits in the row space on the kept rows; uncentred candidates are dropped
-        where the rows they would see have no common offset (centring changes nothing)."""
+        """``"auto"`` on wide data: one held-out fold, one row-space fit per candidate on
+        the kept rows, applied through its factors (no d_x x d_y map is formed) and scored
+        by paired top-1.  Uncentred candidates are dropped where the rows they would see
+        have no common offset (centring then changes nothing)."""
         every = np.arange(X.shape[0])
         X, Y = auto_settings.take_rows(X, every), auto_settings.take_rows(Y, every)
+        w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
         flat = {
             normalize: auto_settings.negligible_row_offsets(
-                *((unit_rows(X), unit_rows(Y)) if normalize else (X, Y)), sample_weight
+                *((unit_rows(X), unit_rows(Y)) if normalize else (X, Y)), w
             )
             for normalize in {option["normalize"] for option in options}
         }
         kept = [o for o in options if o["center"] or not flat[o["normalize"]]] or options
         if len(kept) == 1:
             return kept[0], {}
-        return auto_settings.choose_by_refit(self, X, Y, kept, sample_weight=sample_weight)
+        folds = auto_settings.holdout_folds(len(X), self.random_state)
+        if folds is None:
+            return None, {}
+        held = folds[0]
+        keep = np.setdiff1d(np.arange(len(X)), held)
+        scores = {}
+        for option in kept:
+            stats = row_stats(
+                self,
+                X[keep],
+                Y[keep],
+                w[keep],
+                centered=option["center"],
+                normalize=option["normalize"],
+            )
+            rtol = np.finfo(np.float64).eps * max(X.shape[1], Y.shape[1], np.sqrt(len(keep)))
+            (A, B), _ = thin_whitened(
+                stats,
+                whiten=self.whiten,
+                reweight=float(self.reweight),
+                dewhiten=self.dewhiten,
+                n_components=self.n_components,
+                rtol=rtol,
+                factored=True,
+            )
+            rows = unit_rows(X[held]) if option["normalize"] else X[held]
+            mapped = ((rows - stats.mean_x) @ A) @ B + stats.mean_y
+            label = ", ".join(f"{k}={v!r}" for k, v in option.items())
+            scores[label] = [auto_settings.paired_top1(mapped, Y[held])]
+        by_label = {", ".join(f"{k}={v!r}" for k, v in o.items()): o for o in kept}
+        return by_label[auto_settings.pick(scores)], {k: v[0] for k, v in scores.items()}
 
     def _choose_from_moments(self, options, X, Y, sample_weight):
         return auto_settings.choose_from_moments(

@@ -160,3 +160,25 @@ def test_auto_settings_on_wide_data_choose_in_the_row_space():
     # No common offset on either side: nothing to score, the first candidate is taken.
     plain = OrthogonalProcrustesAligner(random_state=0).fit(S, S @ Q)
     assert plain.auto_scores_ is None and (plain.center_, plain.scale_mode_) == (True, "spread")
+
+
+def test_whitened_auto_on_wide_data_scores_as_explicit_refits_would():
+    # The wide chooser maps the held-out rows through the candidates' thin factors; each
+    # score must be the one an explicit refit on the kept rows gets through ``transform``.
+    from sklearn_compat._core.auto_settings import holdout_folds, paired_top1
+
+    rng = np.random.default_rng(7)
+    n, d = 150, 300
+    S = rng.normal(size=(n, d)) * rng.uniform(0.2, 3.0, size=(n, 1))  # norms vary
+    X = S + 4.0 * rng.normal(size=d)
+    Y = S @ ortho_group.rvs(d, random_state=2) + 0.5 * rng.normal(size=(n, d))
+    aligner = WhitenedProcrustesAligner(random_state=0).fit(X, Y)
+    assert len(aligner.auto_scores_) > 1
+    held = holdout_folds(n, 0)[0]
+    keep = np.setdiff1d(np.arange(n), held)
+    for label, score in aligner.auto_scores_.items():
+        params = {k: v == "True" for k, v in (part.split("=") for part in label.split(", "))}
+        refit = WhitenedProcrustesAligner(**params).fit(X[keep], Y[keep])
+        assert score == pytest.approx(paired_top1(refit.transform(X[held]), Y[held]), abs=1e-12)
+    best = max(aligner.auto_scores_, key=aligner.auto_scores_.get)
+    assert f"center={aligner.center_}, normalize={aligner.normalize_}" == best

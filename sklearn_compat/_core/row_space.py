@@ -209,8 +209,13 @@ def _psd_power(L, power, rtol):
     return (V * evals[keep] ** power) @ V.T
 
 
-def thin_whitened(stats, *, whiten, reweight, dewhiten, n_components, rtol):
-    """:func:`~.whitening.multi_step_map` from :class:`RowStats` (same steps, n x n)."""
+def thin_whitened(stats, *, whiten, reweight, dewhiten, n_components, rtol, factored=False):
+    """:func:`~.whitening.multi_step_map` from :class:`RowStats` (same steps, n x n).
+
+    Returns ``(W, S)``; with ``factored``, ``((A, B), S)`` where ``W = A @ B`` (d_x x k and
+    k x d_y): mapping a few rows through the factors skips the d_x x d_y product, which is
+    most of a wide fit (the ``"auto"`` choice scores candidates this way).
+    """
     x, y = stats.x, stats.y
     cross = x.L.T @ y.L
     if whiten:
@@ -229,8 +234,8 @@ def thin_whitened(stats, *, whiten, reweight, dewhiten, n_components, rtol):
         source = source @ (U.T @ _psd_power(x.L, 0.5, rtol) @ U)
     elif whiten and dewhiten == "target":
         source = source @ (V.T @ _psd_power(y.L, 0.5, rtol) @ V)
-    W = x.lift(source) @ y.lift(V).T
-    return W, S
+    A, B = x.lift(source), y.lift(V).T
+    return ((A, B) if factored else A @ B), S
 
 
 def thin_ridge(stats, alpha, rtol):
