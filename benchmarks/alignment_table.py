@@ -365,6 +365,30 @@ def print_estimator_table(name, labels, results):
             print(f"| {pair_name} | {cells} |")
 
 
+def print_pair_tables(by_estimator):
+    """The same results per pair: one row per estimator, its best explicit setting beside
+    the default and the query path."""
+    pairs = list(dict.fromkeys(p for by_pair in by_estimator.values() for p in by_pair))
+    for pair in pairs:
+        print(f"\n#### {pair}\n")
+        print(
+            "| estimator | best setting | its P@1 | default P@1 | chosen | default - best "
+            "| query path | query - transform | checks |"
+        )
+        print("|---" * 9 + "|")
+        for name, by_pair in by_estimator.items():
+            if pair not in by_pair:
+                continue
+            row = by_pair[pair]
+            best = row["best setting"]
+            checks = "PASS" if row["default check"] and row["query check"] else "FAIL"
+            print(
+                f"| {name} | {best} | {row['settings'][best]:.3f} | **{row['default']:.3f}** "
+                f"| {row['chosen']} | {row['default - best']:+.3f} | {row['query path']:.3f} "
+                f"| {row['query - transform']:+.3f} | {checks} |"
+            )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", nargs="*", help="pair names (substrings) to run")
@@ -402,6 +426,8 @@ def main(argv=None):
                     results[pair_name] = measure(default, settings, pair, args.query_all)
                 print_estimator_table(name, [label for label, _ in settings], results)
                 out[group][name] = results
+            print(f"\n### {group}, per pair")
+            print_pair_tables(out[group])
     elapsed = time.perf_counter() - start
     rows = [
         (group, name, pair, row)
