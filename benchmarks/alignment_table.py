@@ -4,6 +4,9 @@ Run (one core, every pair, every estimator; the runtime is printed at the end)::
 
     python benchmarks/alignment_table.py --threads 1 --json table.json
 
+Measured 2026-11-25 on the shared 2-core box: 29 min of wall time at load average 10, about
+10 minutes of CPU time (benchmarks/RESULTS.md, issue 22 section).
+
 Pairs ("new -> old": X is the new model's embeddings, Y the old model's; every map is
 fitted on the train rows and measured on the others):
 

@@ -20,7 +20,7 @@ check of issue 22: default >= best normalisation - 0.01.  Not a check, shown apa
 well the two spaces' relative vectors of the same test items match (paired top-1 by
 cosine).
 
-    python benchmarks/relative_stitching.py --threads 1            # every pair, ~9 min
+    python benchmarks/relative_stitching.py --threads 1    # every pair: 17 min at load 10
     python benchmarks/relative_stitching.py --pairs wordllama --n-anchors 384 --seeds 0
 """
 
