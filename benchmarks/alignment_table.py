@@ -100,7 +100,8 @@ def unit(A):
     return A / np.maximum(np.linalg.norm(A, axis=1, keepdims=True), 1e-12)
 
 
-def load_mnist():
+def load_mnist(raw=False):
+    """The two MNIST pairs, L2-normalised rows (``raw``: the features as stored)."""
     path = find_upwards("shared/data/mnist5k_features.npz")
     if path is None:
         print("(no shared/data/mnist5k_features.npz found: MNIST pairs skipped)")
@@ -109,7 +110,7 @@ def load_mnist():
     train, test = d["train_idx"], d["test_idx"]
     out = []
     for new, old in MNIST_PAIRS:
-        X, Y = unit(d[new]), unit(d[old])
+        X, Y = (d[new], d[old]) if raw else (unit(d[new]), unit(d[old]))
         out.append(
             (
                 f"mnist {new}->{old}",
@@ -157,6 +158,14 @@ def load_all_pairs(pairs_root=None, mnist=True):
     design += [(p.stem, load_npz_pair(p)) for p in found if not p.stem.startswith("heldout_")]
     held = [(p.stem, load_npz_pair(p)) for p in found if p.stem.startswith("heldout_")]
     return {"design pairs": design, "held-aside pairs": held}
+
+
+def load_pairs(pairs_root=None, mnist=True):
+    """[(name, pair)]: the raw MNIST pairs and every pair under ``pairs_root``, in one list
+    (the layout ``benchmarks/query_path_pairs.py`` reads)."""
+    root = Path(pairs_root) if pairs_root else HERE / "pairs" / "cache"
+    found = sorted(root.glob("*.npz")) if root.exists() else []
+    return (load_mnist(raw=True) if mnist else []) + [(p.stem, load_npz_pair(p)) for p in found]
 
 
 def explicit_values(cls, name):
