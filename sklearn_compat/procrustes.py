@@ -10,7 +10,8 @@ from ._core import auto_settings
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 from ._core.pair_stats import batch_moments
-from ._core.row_space import RowStats, is_wide, row_stats, thin_procrustes
+from ._core.row_space import RowStats, is_wide, thin_procrustes
+from ._core.wide_choice import KeptRows, candidate_stats, procrustes_mapped
 from .metrics._anisotropy import warn_if_anisotropic
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
@@ -314,8 +315,9 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         return self
 
     def _choose_wide(self, options, X, Y, sample_weight):
-        """``"auto"`` on wide data: one held-out fold, one row-space fit per centring on
-        the kept rows (the scales are scalars of that fit), scored by paired top-1."""
+        """``"auto"`` on wide data: one held-out fold, one row-space solve per centring on
+        the kept rows (one shared QR per side; the held-out rows mapped through the thin
+        factors; the scales are scalars of that solve), scored by paired top-1."""
         every = np.arange(X.shape[0])
         X, Y = auto_settings.take_rows(X, every), auto_settings.take_rows(Y, every)
         w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
@@ -327,11 +329,17 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             return options[0], {}
         held = folds[0]
         keep = np.setdiff1d(np.arange(len(X)), held)
+        rows = KeptRows(X[keep], Y[keep], w[keep])  # one QR per side for both centrings
         scores = {}
         for center in dict.fromkeys(option["center"] for option in options):
-            stats = row_stats(self, X[keep], Y[keep], w[keep], centered=center)
-            svd = thin_procrustes(stats, allow_reflection=self.allow_reflection)
-            mapped = (X[held] - stats.mean_x) @ svd[0]
+            stats = candidate_stats(rows, normalize=False, center=center)
+            mapped, values, signs = procrustes_mapped(
+                X[held] - stats.mean_x, stats, allow_reflection=self.allow_reflection
+            )
+            svd = (None, values, signs)
+            if mapped is None:  # only the formed map can say (see procrustes_mapped)
+                svd = thin_procrustes(stats, allow_reflection=self.allow_reflection)
+                mapped = (X[held] - stats.mean_x) @ svd[0]
             for option in options:
                 if option["center"] == center:
                     scale = self._fit_map(stats, option["scale"], svd)[2]

@@ -16,6 +16,7 @@ from ._core.pair_stats import batch_moments
 from ._core.row_space import is_wide, row_stats, thin_whitened
 from ._core.validation import pick_target
 from ._core.whitening import multi_step_map, unit_rows
+from ._core.wide_choice import KeptRows, candidate_stats, whitened_mapped
 
 __all__ = ["WhitenedProcrustesAligner"]
 
@@ -236,10 +237,11 @@ class WhitenedProcrustesAligner(BaseAligner):
         return self
 
     def _choose_wide(self, options, X, Y, sample_weight):
-        """``"auto"`` on wide data: one held-out fold, one row-space fit per candidate on
-        the kept rows, applied through its factors (no d_x x d_y map is formed) and scored
-        by paired top-1.  Uncentred candidates are dropped where the rows they would see
-        have no common offset (centring then changes nothing)."""
+        """``"auto"`` on wide data: one held-out fold; each candidate is solved on the kept
+        rows in the row space from one shared QR per side and applied through its factors
+        (no d_x x d_y map is formed), then scored by paired top-1.  Uncentred candidates
+        are dropped where the rows they would see have no common offset (centring then
+        changes nothing)."""
         every = np.arange(X.shape[0])
         X, Y = auto_settings.take_rows(X, every), auto_settings.take_rows(Y, every)
         w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
@@ -257,30 +259,23 @@ class WhitenedProcrustesAligner(BaseAligner):
             return None, {}
         held = folds[0]
         keep = np.setdiff1d(np.arange(len(X)), held)
+        rows = KeptRows(X[keep], Y[keep], w[keep])  # one QR per side for every candidate
+        rtol = np.finfo(np.float64).eps * max(X.shape[1], Y.shape[1], np.sqrt(len(keep)))
         scores = {}
         for option in kept:
-            stats = row_stats(
-                self,
-                X[keep],
-                Y[keep],
-                w[keep],
-                centered=option["center"],
-                normalize=option["normalize"],
-            )
-            rtol = np.finfo(np.float64).eps * max(X.shape[1], Y.shape[1], np.sqrt(len(keep)))
-            (A, B), _ = thin_whitened(
+            stats = candidate_stats(rows, normalize=option["normalize"], center=option["center"])
+            queries = unit_rows(X[held]) if option["normalize"] else X[held]
+            mapped = whitened_mapped(
+                queries - stats.mean_x,
                 stats,
                 whiten=self.whiten,
                 reweight=float(self.reweight),
                 dewhiten=self.dewhiten,
                 n_components=self.n_components,
                 rtol=rtol,
-                factored=True,
             )
-            rows = unit_rows(X[held]) if option["normalize"] else X[held]
-            mapped = ((rows - stats.mean_x) @ A) @ B + stats.mean_y
             label = ", ".join(f"{k}={v!r}" for k, v in option.items())
-            scores[label] = [auto_settings.paired_top1(mapped, Y[held])]
+            scores[label] = [auto_settings.paired_top1(mapped + stats.mean_y, Y[held])]
         by_label = {", ".join(f"{k}={v!r}" for k, v in o.items()): o for o in kept}
         return by_label[auto_settings.pick(scores)], {k: v[0] for k, v in scores.items()}
 

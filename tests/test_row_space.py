@@ -182,3 +182,54 @@ def test_whitened_auto_on_wide_data_scores_as_explicit_refits_would():
         assert score == pytest.approx(paired_top1(refit.transform(X[held]), Y[held]), abs=1e-12)
     best = max(aligner.auto_scores_, key=aligner.auto_scores_.get)
     assert f"center={aligner.center_}, normalize={aligner.normalize_}" == best
+
+
+@pytest.mark.parametrize("shape", [(150, 300, 300), (150, 300, 120), (150, 120, 300)])
+def test_procrustes_auto_on_wide_data_scores_as_explicit_refits_would(shape):
+    # Both centrings are scored from one QR per side, the held-out rows mapped through the
+    # thin factors of the rotation: each score is that of an explicit refit's transform.
+    from sklearn_compat._core.auto_settings import holdout_folds, paired_top1
+
+    n, d_x, d_y = shape
+    rng = np.random.default_rng(8)
+    S = rng.normal(size=(n, d_x))
+    X = S + 3.0 * rng.normal(size=d_x)
+    Y = S @ ortho_group.rvs(max(d_x, d_y), random_state=3)[:d_x, :d_y]
+    Y = Y + 2.0 * rng.normal(size=d_y) + 0.5 * rng.normal(size=(n, d_y))
+    aligner = OrthogonalProcrustesAligner(random_state=0).fit(X, Y)
+    assert len(aligner.auto_scores_) == 4
+    held = holdout_folds(n, 0)[0]
+    keep = np.setdiff1d(np.arange(n), held)
+    for label, score in aligner.auto_scores_.items():
+        center, scale = (part.split("=")[1] for part in label.split(", "))
+        scale = {"True": True, "False": False}.get(scale, scale.strip("'"))
+        refit = OrthogonalProcrustesAligner(center=center == "True", scale=scale)
+        refit.fit(X[keep], Y[keep])
+        assert score == pytest.approx(paired_top1(refit.transform(X[held]), Y[held]), abs=1e-12)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("center", [True, False])
+def test_factored_maps_equal_the_formed_maps(shape, center):
+    from sklearn_compat._core.row_space import row_stats, thin_procrustes, thin_whitened
+    from sklearn_compat._core.wide_choice import (
+        KeptRows,
+        candidate_stats,
+        procrustes_mapped,
+        whitened_mapped,
+    )
+
+    X, Y, w = planted(*shape)
+    P = np.random.default_rng(1).normal(size=(7, shape[1]))
+    stats = candidate_stats(KeptRows(X, Y, w), normalize=False, center=center)
+    formed = row_stats(OrthogonalProcrustesAligner(), X, Y, w, centered=center)
+    np.testing.assert_allclose(stats.mean_x, formed.mean_x, atol=1e-12)
+    assert stats.sq_y == pytest.approx(formed.sq_y, rel=1e-12)
+    mapped, values, _ = procrustes_mapped(P, stats, allow_reflection=True)
+    W, formed_values, _ = thin_procrustes(formed, allow_reflection=True)
+    assert mapped is not None
+    np.testing.assert_allclose(mapped, P @ W, atol=1e-9)
+    np.testing.assert_allclose(values, formed_values, atol=1e-9)
+    options = dict(whiten=True, reweight=0.5, dewhiten="source", n_components=None, rtol=1e-12)
+    W = thin_whitened(formed, **options)[0]
+    np.testing.assert_allclose(whitened_mapped(P, stats, **options), P @ W, atol=1e-8)

@@ -212,9 +212,10 @@ def _psd_power(L, power, rtol):
 def thin_whitened(stats, *, whiten, reweight, dewhiten, n_components, rtol, factored=False):
     """:func:`~.whitening.multi_step_map` from :class:`RowStats` (same steps, n x n).
 
-    Returns ``(W, S)``; with ``factored``, ``((A, B), S)`` where ``W = A @ B`` (d_x x k and
-    k x d_y): mapping a few rows through the factors skips the d_x x d_y product, which is
-    most of a wide fit (the ``"auto"`` choice scores candidates this way).
+    Returns ``(W, S)``; with ``factored``, ``((A, B), S)`` with ``W = Q_x A B Q_y^T``
+    (``A`` k_x x k, ``B`` k x k_y in the sides' reduced coordinates): mapping a few rows
+    through the factors skips the lifts and the d_x x d_y product, which are most of a
+    wide fit (the ``"auto"`` choice scores candidates this way).
     """
     x, y = stats.x, stats.y
     cross = x.L.T @ y.L
@@ -234,8 +235,9 @@ def thin_whitened(stats, *, whiten, reweight, dewhiten, n_components, rtol, fact
         source = source @ (U.T @ _psd_power(x.L, 0.5, rtol) @ U)
     elif whiten and dewhiten == "target":
         source = source @ (V.T @ _psd_power(y.L, 0.5, rtol) @ V)
-    A, B = x.lift(source), y.lift(V).T
-    return ((A, B) if factored else A @ B), S
+    if factored:
+        return (source, V.T), S
+    return x.lift(source) @ y.lift(V).T, S
 
 
 def thin_ridge(stats, alpha, rtol):
