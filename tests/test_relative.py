@@ -464,7 +464,7 @@ def test_zero_shot_stitching_on_real_features(mnist_features):
     d = mnist_features
     train, test, y = d["train_idx"], d["test_idx"], d["labels"]
     strong, other = d["cnn_s0"], d["cnn_s1"]
-    # The defaults: centred cosine, n_anchors="auto" (2 d = 128 anchors).
+    # Centred cosine, n_anchors="auto" (2 d = 128 anchors), standardised columns.
     enc = RelativeAnchorEncoder(normalize="standard", random_state=0)
     enc.fit(strong[train])
     assert enc.n_anchors_ == 128
@@ -480,6 +480,25 @@ def test_zero_shot_stitching_on_real_features(mnist_features):
     # score about 0.95.
     assert stitched > 0.9
     assert absolute < 0.3
+
+
+def test_default_keeps_the_similarities_for_a_plain_head(mnist_features):
+    # normalize=None by default (issue 22): a plain LogisticRegression head trained on one
+    # network's relative vectors classifies another network's, which it never saw.
+    from sklearn.linear_model import LogisticRegression
+
+    d = mnist_features
+    train, test, y = d["train_idx"], d["test_idx"], d["labels"]
+    strong, other = d["cnn_s0"], d["cnn_s1"]
+    enc = RelativeAnchorEncoder(random_state=0).fit(strong[train])
+    assert enc.normalize is None and not hasattr(enc, "output_mean_")
+    R = enc.transform(strong[train])
+    # Centred cosines, as they are: bounded by 1 in size, rows not rescaled.
+    assert np.abs(R).max() <= 1 + 1e-6
+    assert np.ptp(np.linalg.norm(R, axis=1)) > 0.1
+    head = LogisticRegression(max_iter=1000).fit(R, y[train])
+    stitched = head.score(enc.rebase(other[train]).transform(other[test]), y[test])
+    assert stitched > 0.9
 
 
 @pytest.mark.parametrize("similarity", ["wip", "euclidean", "cosine"])

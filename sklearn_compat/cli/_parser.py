@@ -327,7 +327,7 @@ def _add_encode(sub, parents):
         "--normalize",
         choices=("standard", "l2", "none"),
         help="post-process the encoding: each column standardised with its mean and "
-        "deviation over the rows the anchors were fitted on (default), unit rows, or none",
+        "deviation over the rows the anchors were fitted on, unit rows, or none (default)",
     )
     _add_labels_column(en, "class labels in INPUT, for --anchors stratified")
     en.add_argument(
