@@ -200,9 +200,10 @@ def thin_procrustes(stats, *, allow_reflection):
     return W, values, np.ones_like(values)
 
 
-def _psd_power(L, power, rtol):
-    """``(L^T L) ** power`` (pseudo-power below ``rtol`` times the largest eigenvalue)."""
-    _, s, Vt = _svd(L)
+def _psd_power(L, power, rtol, svd=None):
+    """``(L^T L) ** power`` (pseudo-power below ``rtol`` times the largest eigenvalue);
+    ``svd``: ``_svd(L)`` when already at hand (whitening takes two powers of one side)."""
+    _, s, Vt = _svd(L) if svd is None else svd
     evals = s**2
     keep = evals > rtol * evals[0] if evals.size and evals[0] > 0 else np.zeros(0, bool)
     V = Vt[keep].T
@@ -219,8 +220,11 @@ def thin_whitened(stats, *, whiten, reweight, dewhiten, n_components, rtol, fact
     """
     x, y = stats.x, stats.y
     cross = x.L.T @ y.L
+    svd_x = svd_y = None
     if whiten:
-        Wx1, Wy1 = _psd_power(x.L, -0.5, rtol), _psd_power(y.L, -0.5, rtol)
+        svd_x, svd_y = _svd(x.L), _svd(y.L)
+        Wx1 = _psd_power(x.L, -0.5, rtol, svd_x)
+        Wy1 = _psd_power(y.L, -0.5, rtol, svd_y)
         M = Wx1 @ cross @ Wy1
     else:
         Wx1, M = np.eye(cross.shape[0]), cross
@@ -232,9 +236,9 @@ def thin_whitened(stats, *, whiten, reweight, dewhiten, n_components, rtol, fact
     if reweight:
         source = source * np.where(S > 0, S, 0.0) ** reweight
     if whiten and dewhiten == "source":
-        source = source @ (U.T @ _psd_power(x.L, 0.5, rtol) @ U)
+        source = source @ (U.T @ _psd_power(x.L, 0.5, rtol, svd_x) @ U)
     elif whiten and dewhiten == "target":
-        source = source @ (V.T @ _psd_power(y.L, 0.5, rtol) @ V)
+        source = source @ (V.T @ _psd_power(y.L, 0.5, rtol, svd_y) @ V)
     if factored:
         return (source, V.T), S
     return x.lift(source) @ y.lift(V).T, S
