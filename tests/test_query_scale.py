@@ -79,14 +79,23 @@ def test_crowding_against_other_rows_matches_numpy(rng):
     assert np.mean(np.isclose(cells, exact, atol=1e-12)) > 0.8
 
 
+@pytest.fixture
+def threads():
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("same", [True, False])
-@pytest.mark.parametrize("screen_groups", [8, 1])
+@pytest.mark.parametrize(("screen_groups", "n_threads"), [(8, 1), (8, 3), (1, 2)])
 def test_crowding_cell_pass_is_the_top_k_of_the_probed_cells(
-    rng, monkeypatch, same, screen_groups
+    rng, monkeypatch, threads, same, screen_groups, n_threads
 ):
     # The screened pass (a lower bound from each row's own cell, then only the groups of
-    # columns above it) must find exactly the top k of the cells each row probes; one
-    # group kept per slab sends many rows through the full ranking as well.
+    # columns above it) must find exactly the top k of the cells each row probes, in one
+    # thread or with the cells dealt out to several; one group kept per slab sends many
+    # rows through the full ranking as well.
+    threads(n_threads)
     monkeypatch.setattr(knn, "_SCREEN_GROUPS", screen_groups)
     monkeypatch.setattr(knn, "_CELL_BLOCK", 96)  # several blocks per cell
     A = torch.as_tensor(_unit(_clustered(rng, 2500)), dtype=torch.float32)
@@ -104,6 +113,7 @@ def test_crowding_cell_pass_is_the_top_k_of_the_probed_cells(
     probed = (owner[None, :] == probes[:, :, None]).any(axis=1)
     expected = np.sort(np.where(probed, sims, -np.inf), axis=1)[:, -k:].mean(axis=1)
     np.testing.assert_allclose(measured, expected, rtol=0, atol=1e-6)
+    assert torch.get_num_threads() == n_threads  # restored after the pass
 
 
 def _search_pair(rng, n=6000, d=24):

@@ -29,6 +29,7 @@ Two kernels behind :class:`~sklearn_compat.AlignedNeighbors`:
 
 import contextlib
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -58,6 +59,9 @@ _CELL_BLOCK = 8192
 _SCREEN_GROUPS = 8
 # Cells of the reference each row of the crowding pass is compared with.
 _PROBES = 8
+# Threads scoring cells at once in the crowding pass, at most (each keeps a running top k
+# of every row: n x k values).
+_WORKERS = 4
 # Rows of the reference sample per cell that the k-means is trained on, and its rounds.
 _TRAIN_PER_CELL = 24
 _KMEANS_ROUNDS = 6
@@ -282,10 +286,31 @@ def crowding(A, R, k, *, same=False, candidates=None, exact_below=None, seed=0):
     member_order, member_ends = _grouped(owner, n_cells)
     member_starts = [0, *member_ends[:-1]]
     most = max(stop - first for first, stop in zip(member_starts, member_ends, strict=True))
-    pass_ = _CellPass(A, R, k, most)
-    with _threads(1 if A.device.type == "cpu" else pass_.threads):
-        _cell_pass(pass_, probes, member_order, member_ends, same)
-    return pass_.found.mean(dim=1)
+    threads = torch.get_num_threads()
+    workers = min(threads, _WORKERS) if A.device.type == "cpu" else 1
+    with _threads(threads // workers):
+        own = torch.full((A.shape[0], k), -torch.inf, dtype=A.dtype, device=A.device)
+        passes = [_CellPass(A, R, k, most, own) for _ in range(workers)]
+        # First each row against the cell it is nearest to, where most of its neighbours
+        # are: its top k there bounds the final k-th value from below, so the slabs of
+        # the other cells are screened by a cheap group maximum, not ranked in full.
+        first = (member_order, member_ends) if same else _grouped(probes[:, 0], n_cells)
+        jobs = [
+            (rows, member_order[member_starts[cell] : member_ends[cell]])
+            for cell, rows in enumerate(_runs(*first))
+        ]
+        # With ``same``, a cell's rows are its members: each row leaves itself out.
+        _share(passes, jobs, lambda pass_, rows, members: pass_.own(rows, members, same))
+        order, ends = _grouped(probes[:, 1:].flatten(), n_cells)
+        probers = order // (n_probes - 1)  # rows of A, grouped by the other cells they probe
+        jobs = [
+            (rows, member_order[member_starts[cell] : member_ends[cell]])
+            for cell, rows in enumerate(_runs(probers, ends))
+        ]
+        _share(passes, jobs, lambda pass_, rows, members: pass_.screened(rows, members))
+    # Each worker kept the top k of the cells it screened, apart from the own cells'.
+    found = torch.cat([own, *(pass_.found for pass_ in passes)], dim=1)
+    return torch.topk(found, k, dim=1, sorted=False).values.mean(dim=1)
 
 
 @contextlib.contextmanager
@@ -302,25 +327,28 @@ def _threads(n):
         torch.set_num_threads(before)
 
 
-def _cell_pass(pass_, probes, member_order, member_ends, same):
-    """The two passes over the cells (see :func:`crowding`)."""
-    n_cells, n_probes = len(member_ends), probes.shape[1]
-    member_starts = [0, *member_ends[:-1]]
-    # First each row against the cell it is nearest to, where most of its neighbours
-    # are: its top k there bounds the final k-th value from below, so the slabs of the
-    # other cells are screened by a cheap group maximum, not ranked column by column.
-    first = (member_order, member_ends) if same else _grouped(probes[:, 0], n_cells)
-    for cell, rows in enumerate(_runs(*first)):
-        members = member_order[member_starts[cell] : member_ends[cell]]
-        if members.shape[0] and rows.shape[0]:
-            # With ``same``, ``rows`` is ``members``: each row leaves itself out.
-            pass_.own(rows, members, same)
-    order, ends = _grouped(probes[:, 1:].flatten(), n_cells)
-    probers = order // (n_probes - 1)  # rows of A, grouped by the other cells they probe
-    for cell, rows in enumerate(_runs(probers, ends)):
-        members = member_order[member_starts[cell] : member_ends[cell]]
-        if members.shape[0] and rows.shape[0]:
-            pass_.screened(rows, members)
+def _share(passes, jobs, work):
+    """``work(pass_, rows, members)`` for every job, the jobs dealt out to the passes.
+
+    With several passes (CPU threads), each runs in its own thread on every
+    ``len(passes)``-th job: torch releases the GIL in its ops, so the cells are scored
+    in parallel, each with single-threaded ops.  One parallel GEMM per cell, with the
+    small selection ops of its slab parallel too, stalled on every op on a loaded box
+    (each parallel region waits for all its threads: a 4,096 x 64 reduction took 10 ms
+    on 2 threads against 0.1 ms on 1).
+    """
+    jobs = [job for job in jobs if job[0].shape[0] and job[1].shape[0]]
+    if len(passes) == 1:
+        for rows, members in jobs:
+            work(passes[0], rows, members)
+        return
+
+    def run(which):
+        for rows, members in jobs[which :: len(passes)]:
+            work(passes[which], rows, members)
+
+    with ThreadPoolExecutor(len(passes)) as pool:
+        list(pool.map(run, range(len(passes))))
 
 
 def _runs(order, ends):
@@ -339,9 +367,8 @@ class _CellPass:
     7x slower), so the working memory is one block of rows, one cell and one slab.
     """
 
-    def __init__(self, A, R, k, most_members):
-        self.A, self.R, self.k = A, R, k
-        self.threads = torch.get_num_threads()
+    def __init__(self, A, R, k, most_members, own):
+        self.A, self.R, self.k, self.own_found = A, R, k, own
         self.found = torch.full((A.shape[0], k), -torch.inf, dtype=A.dtype, device=A.device)
         d = A.shape[1]
         self._rows = torch.empty((_CELL_BLOCK, d), dtype=A.dtype, device=A.device)
@@ -358,13 +385,7 @@ class _CellPass:
             some = rows[start : start + height]
             block = torch.index_select(self.A, 0, some, out=self._rows[: some.shape[0]])
             sims = self._sims[: some.shape[0] * pool.shape[0]].view(some.shape[0], -1)
-            # Only the GEMMs run on every thread: the many small selection ops of a slab
-            # run on one, as each parallel region waits for all its threads (on a loaded
-            # 2-core box a 4,096 x 64 reduction took 10 ms on 2 threads, 0.1 ms on 1,
-            # which made the pass 2x slower than on one thread).
-            with _threads(self.threads):
-                torch.mm(block, pool.T, out=sims)
-            yield start, some, sims
+            yield start, some, torch.mm(block, pool.T, out=sims)
 
     def own(self, rows, members, same):
         """Top ``k`` of ``rows`` in their own cell (``same``: ``rows`` is ``members``)."""
@@ -374,7 +395,7 @@ class _CellPass:
         for start, some, sims in self._slabs(rows, members):
             if same:
                 _mask_own(sims, start)
-            self.found[some, :width] = topk_columns(sims, width)[0]
+            self.own_found[some, :width] = topk_columns(sims, width)[0]
 
     def screened(self, rows, members):
         """Merge the entries of the slabs above each row's current ``k``-th value."""
@@ -383,13 +404,15 @@ class _CellPass:
             height, width = sims.shape
             whole = width - width % group
             current = self.found[some]
+            # The row's k-th value so far: in its own cell or in the cells screened here.
+            bound = torch.maximum(current[:, -1:], self.own_found[some, -1:])
             # A group of columns whose maximum is not above the row's k-th value holds
             # nothing of its top k; the ragged tail of columns is always kept.
             parts = [current, sims[:, whole:]]
             heavy = None
             if whole:
                 groups = sims[:, :whole].view(height, whole // group, group)
-                hit = groups.amax(dim=2) > current[:, -1:]
+                hit = groups.amax(dim=2) > bound
                 counts = hit.sum(dim=1)
                 most = int(counts.max())
                 if most:
