@@ -221,13 +221,17 @@ def _cells(R, n_cells, generator):
     return centroids
 
 
-def _probes(X, centroids, probes):
-    """The ``probes`` most similar centroids of each row, most similar first (blockwise)."""
+def _probes(X, centroids, probes, workers=1):
+    """The ``probes`` most similar centroids of each row, most similar first (blockwise,
+    the blocks dealt out to ``workers`` threads as in :func:`_share`)."""
     out = torch.empty((X.shape[0], probes), dtype=torch.int64, device=X.device)
     step = max(1, (32 * 2**20) // (4 * centroids.shape[0]))
-    for start in range(0, X.shape[0], step):
+
+    def block(_, start):
         sims = X[start : start + step] @ centroids.T
         out[start : start + step] = topk_columns(sims, probes)[1]
+
+    _share([None] * workers, [(start,) for start in range(0, X.shape[0], step)], block)
     return out
 
 
@@ -280,15 +284,15 @@ def crowding(A, R, k, *, same=False, candidates=None, exact_below=None, seed=0):
     n_probes = _PROBES
     n_cells = max(n_probes, math.ceil(n_reference * n_probes / candidates))
     centroids = _cells(R, n_cells, generator)
-    probes = _probes(A, centroids, n_probes)
-    # A row's own cell is its most similar centroid (probes are sorted).
-    owner = probes[:, 0] if same else _assign(R, centroids)
-    member_order, member_ends = _grouped(owner, n_cells)
-    member_starts = [0, *member_ends[:-1]]
-    most = max(stop - first for first, stop in zip(member_starts, member_ends, strict=True))
     threads = torch.get_num_threads()
     workers = min(threads, _WORKERS) if A.device.type == "cpu" else 1
     with _threads(threads // workers):
+        probes = _probes(A, centroids, n_probes, workers)
+        # A row's own cell is its most similar centroid (probes are sorted).
+        owner = probes[:, 0] if same else _assign(R, centroids)
+        member_order, member_ends = _grouped(owner, n_cells)
+        member_starts = [0, *member_ends[:-1]]
+        most = max(b - a for a, b in zip(member_starts, member_ends, strict=True))
         own = torch.full((A.shape[0], k), -torch.inf, dtype=A.dtype, device=A.device)
         passes = [_CellPass(A, R, k, most, own) for _ in range(workers)]
         # First each row against the cell it is nearest to, where most of its neighbours
@@ -298,6 +302,7 @@ def crowding(A, R, k, *, same=False, candidates=None, exact_below=None, seed=0):
         jobs = [
             (rows, member_order[member_starts[cell] : member_ends[cell]])
             for cell, rows in enumerate(_runs(*first))
+            if rows.shape[0] and member_ends[cell] > member_starts[cell]
         ]
         # With ``same``, a cell's rows are its members: each row leaves itself out.
         _share(passes, jobs, lambda pass_, rows, members: pass_.own(rows, members, same))
@@ -306,6 +311,7 @@ def crowding(A, R, k, *, same=False, candidates=None, exact_below=None, seed=0):
         jobs = [
             (rows, member_order[member_starts[cell] : member_ends[cell]])
             for cell, rows in enumerate(_runs(probers, ends))
+            if rows.shape[0] and member_ends[cell] > member_starts[cell]
         ]
         _share(passes, jobs, lambda pass_, rows, members: pass_.screened(rows, members))
     # Each worker kept the top k of the cells it screened, apart from the own cells'.
@@ -328,7 +334,7 @@ def _threads(n):
 
 
 def _share(passes, jobs, work):
-    """``work(pass_, rows, members)`` for every job, the jobs dealt out to the passes.
+    """``work(pass_, *job)`` for every job, the jobs dealt out to the passes.
 
     With several passes (CPU threads), each runs in its own thread on every
     ``len(passes)``-th job: torch releases the GIL in its ops, so the cells are scored
@@ -337,15 +343,14 @@ def _share(passes, jobs, work):
     (each parallel region waits for all its threads: a 4,096 x 64 reduction took 10 ms
     on 2 threads against 0.1 ms on 1).
     """
-    jobs = [job for job in jobs if job[0].shape[0] and job[1].shape[0]]
     if len(passes) == 1:
-        for rows, members in jobs:
-            work(passes[0], rows, members)
+        for job in jobs:
+            work(passes[0], *job)
         return
 
     def run(which):
-        for rows, members in jobs[which :: len(passes)]:
-            work(passes[which], rows, members)
+        for job in jobs[which :: len(passes)]:
+            work(passes[which], *job)
 
     with ThreadPoolExecutor(len(passes)) as pool:
         list(pool.map(run, range(len(passes))))
