@@ -121,11 +121,11 @@ class AlignedNeighbors(BaseEstimator):
         200,000 rows and 27 s at 1,000,000 (besides the crowding pass); at 1,000,000 rows
         its recall@10 against the exact path is 0.973 at ``nprobe=128`` (search 0.85x
         FAISS flat) and 0.996 at 256 (1.71x), while at 200,000 rows the exact search is
-        faster.  ``"hnsw"`` holds the augmented gallery plus its graph (about
-        ``8 M`` bytes per item more: 1.8 KB at 384-d) and searched at 0.59x FAISS flat at
-        50,000 rows, but its build is the slowest (31 s at 50,000 rows, 69 s at 200,000).  The
-        indexes need ``csls_reference="fit"`` (or ``csls_k=None``) and search on the
-        CPU.
+        faster.  ``"hnsw"`` holds the augmented gallery plus its graph (about ``8 M``
+        bytes per item more: 1.8 KB at 384-d); a FAISS HNSW graph searched at 0.59x FAISS
+        flat at 50,000 rows, but its build is the slowest (69 s at 200,000 rows, 477 s at
+        1,000,000).  The indexes need ``csls_reference="fit"`` (or ``csls_k=None``) and
+        search on the CPU.
     index_params : dict, default=None
         Parameters of the index: ``"hnsw"``: ``M`` (32), ``ef_construction`` (64),
         ``ef_search`` (128); ``"ivf"``: ``nlist`` (cells, default the square root of the
