@@ -120,6 +120,13 @@ def recall(found, truth):
     return float(np.mean(shared) / truth.shape[1])
 
 
+def load_average():
+    """The box's 1-, 5- and 15-minute load averages and the UTC time, for the record."""
+    with open("/proc/loadavg") as f:
+        averages = " ".join(f.read().split()[:3])
+    return f"{time.strftime('%H:%M:%S', time.gmtime())} UTC, load average {averages}"
+
+
 def report(rows, printed, reference):
     """Print the rows not printed yet, with their ratios to FAISS flat."""
     n, flat_fit_s, flat_search_s = reference
@@ -156,6 +163,7 @@ def main(argv=None):
     d = args.dim
     rotation = ortho_group.rvs(d, random_state=0).astype(np.float32)
     for n in args.sizes:
+        print(f"<!-- {n:,} rows: start {load_average()} -->", flush=True)
         Y = synthetic(n + args.queries, d, rng)
         held = Y[n:]
         Y = Y[:n]
@@ -226,6 +234,7 @@ def main(argv=None):
             gc.collect()
 
         report(rows, printed, reference)
+        print(f"<!-- {n:,} rows: end {load_average()} -->", flush=True)
         del Y, held, X_held, flat_truth
         gc.collect()
 

@@ -5,12 +5,16 @@ For each real pair (the MNIST features of ``shared/data`` and every text pair ca
 train rows, fit ``AlignedNeighbors(aligner)`` with its defaults on the test gallery (the
 word pair: its whole 20,000-word French gallery) and print the top-1 of the test queries.
 ``--json PATH`` also writes the figures (and each query's top-1 row) so two versions of the
-code can be compared query by query (``--compare PATH``).
+code can be compared query by query (``--compare PATH``).  ``--force-cells`` sends every
+gallery through the cell pass of the crowding estimate (which galleries below 32,768 rows
+skip), with about a quarter of the gallery as each row's candidates (a power of two, at
+most 4,096), so that pass can be compared on real pairs too.
 
 Usage::
 
     python benchmarks/query_path_pairs.py --json before.json
     python benchmarks/query_path_pairs.py --compare before.json
+    python benchmarks/query_path_pairs.py --force-cells --json cells.json
 """
 
 import argparse
@@ -20,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from alignment_table import load_pairs
 
+import sklearn_compat._core.knn as knn
 from sklearn_compat import (
     AffineAligner,
     AlignedNeighbors,
@@ -35,8 +40,12 @@ ALIGNERS = {
 }
 
 
-def top1(pair, aligner, **params):
+def top1(pair, aligner, force_cells=False, **params):
     gallery = pair.get("gallery", pair["Y_test"])
+    if force_cells:
+        # Every reference through the cell pass, each row against ~a quarter of it.
+        knn.EXACT_REFERENCE = 0
+        knn.CANDIDATES = int(min(4096, 2 ** np.floor(np.log2(max(len(gallery) / 4, 8)))))
     search = AlignedNeighbors(aligner, n_neighbors=1, device="cpu", **params).fit(gallery)
     best = search.kneighbors(pair["X_test"], return_distance=False)[:, 0]
     if "gallery" in pair:
@@ -51,6 +60,9 @@ def main():
     parser.add_argument("--pairs-root", default=str(Path(__file__).parent / "pairs" / "cache"))
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--compare", help="figures of another version to compare with")
+    parser.add_argument(
+        "--force-cells", action="store_true", help="every gallery through the cell pass"
+    )
     args = parser.parse_args()
     before = json.load(open(args.compare)) if args.compare else {}
     out = {}
@@ -59,7 +71,7 @@ def main():
     for name, pair in load_pairs(args.pairs_root):
         for label, make in ALIGNERS.items():
             aligner = make().fit(pair["X_train"], pair["Y_train"])
-            score, best = top1(pair, aligner)
+            score, best = top1(pair, aligner, force_cells=args.force_cells)
             key = f"{name} | {label}"
             out[key] = {"top1": score, "best": best.tolist()}
             n_gallery = len(pair.get("gallery", pair["Y_test"]))

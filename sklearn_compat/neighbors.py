@@ -121,14 +121,21 @@ class AlignedNeighbors(BaseEstimator):
         built in ``fit`` over the gallery augmented so that its inner product carries
         the CSLS penalty (the same centring and CSLS as the exact path; candidates are
         re-scored exactly, so the distances of the neighbours found are the exact
-        ones).  ``"auto"``: exact up to 2,000,000 gallery items, ``"hnsw"`` above.  On
-        the 2-core box (benchmarks/RESULTS.md) the exact search of 1,000 queries ran at
-        0.61x FAISS flat at 200,000 x 384; a FAISS HNSW graph searched at 0.59x FAISS
-        flat already at 50,000 rows (and grows slowly with the gallery) but took 31 s to
-        build there; the IVF index builds fast but, at the ``nprobe`` that reaches
-        recall@10 0.99 (128), searched 5.7x slower than the exact path at 200,000 rows.
-        The indexes need ``csls_reference="fit"`` (or ``csls_k=None``) and search on the
-        CPU.
+        ones).  ``"auto"``: exact up to 2,000,000 gallery items (``AUTO_INDEX_ROWS``),
+        ``"hnsw"`` above.  Measured on a loaded 2-core box at 384-d, beside FAISS
+        ``IndexFlatIP`` in the same run (benchmarks/RESULTS.md): the exact search of
+        1,000 queries took 0.67x FAISS flat's time at 200,000 rows and 0.75x at
+        1,000,000, and needs no memory beyond the gallery.  ``"ivf"`` holds the augmented
+        gallery again, ``(d + 2) x 4`` bytes plus an 8-byte id per item (1,554 bytes at
+        384-d: 297 MiB at 200,000 rows, 1,482 MiB at 1,000,000), and builds in 5 s at
+        200,000 rows and 27 s at 1,000,000 (besides the crowding pass); at 1,000,000 rows
+        its recall@10 against the exact path is 0.973 at ``nprobe=128`` (search 0.85x
+        FAISS flat) and 0.996 at 256 (1.71x), while at 200,000 rows the exact search is
+        faster.  ``"hnsw"`` holds the augmented gallery plus its graph (about ``8 M``
+        bytes per item more: 1.8 KB at 384-d); a FAISS HNSW graph searched at 0.59x FAISS
+        flat at 50,000 rows, but its build is the slowest (69 s at 200,000 rows, 477 s at
+        1,000,000).  The indexes need ``csls_reference="fit"`` (or ``csls_k=None``) and
+        search on the CPU.
     index_params : dict, default=None
         Parameters of the index: ``"hnsw"``: ``M`` (32), ``ef_construction`` (64),
         ``ef_search`` (128); ``"ivf"``: ``nlist`` (cells, default the square root of the

@@ -79,6 +79,43 @@ def test_crowding_against_other_rows_matches_numpy(rng):
     assert np.mean(np.isclose(cells, exact, atol=1e-12)) > 0.8
 
 
+@pytest.fixture
+def threads():
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("same", [True, False])
+@pytest.mark.parametrize(("screen_groups", "n_threads"), [(8, 1), (8, 3), (1, 2)])
+def test_crowding_cell_pass_is_the_top_k_of_the_probed_cells(
+    rng, monkeypatch, threads, same, screen_groups, n_threads
+):
+    # The screened pass (a lower bound from each row's own cell, then only the groups of
+    # columns above it) must find exactly the top k of the cells each row probes, in one
+    # thread or with the cells dealt out to several; one group kept per slab sends many
+    # rows through the full ranking as well.
+    threads(n_threads)
+    monkeypatch.setattr(knn, "_SCREEN_GROUPS", screen_groups)
+    monkeypatch.setattr(knn, "_CELL_BLOCK", 96)  # several blocks per cell
+    A = torch.as_tensor(_unit(_clustered(rng, 2500)), dtype=torch.float32)
+    R = A if same else torch.as_tensor(_unit(_clustered(rng, 1800)), dtype=torch.float32)
+    k, candidates = 6, 240
+    measured = knn.crowding(A, R, k, same=same, candidates=candidates, exact_below=100).numpy()
+    # The same cells and probes, then a brute-force top k over each row's probed cells.
+    n_cells = max(knn._PROBES, -(-R.shape[0] * knn._PROBES // candidates))
+    centroids = knn._cells(R, n_cells, torch.Generator().manual_seed(0))
+    probes = knn._probes(A, centroids, knn._PROBES).numpy()
+    owner = probes[:, 0] if same else knn._assign(R, centroids).numpy()
+    sims = (A @ R.T).numpy()
+    if same:
+        np.fill_diagonal(sims, -np.inf)
+    probed = (owner[None, :] == probes[:, :, None]).any(axis=1)
+    expected = np.sort(np.where(probed, sims, -np.inf), axis=1)[:, -k:].mean(axis=1)
+    np.testing.assert_allclose(measured, expected, rtol=0, atol=1e-6)
+    assert torch.get_num_threads() == n_threads  # restored after the pass
+
+
 def _search_pair(rng, n=6000, d=24):
     Y = _clustered(rng, n, d)
     Q = ortho_group.rvs(d, random_state=1)
