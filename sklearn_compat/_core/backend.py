@@ -249,21 +249,25 @@ _TRANSFORM_CHUNK_ROWS = 65536
 SMALL_INPUT_ROWS = 1024
 
 
-# BLAS takes another kernel for a product of one to three rows (a matrix-vector path whose
-# sums round differently), so a row's mapped value would depend on how many rows came with it.
-# Padding such products to this many rows keeps every row on the same kernel: the command
-# line's batch size never changes its output.
-_MIN_PRODUCT_ROWS = 8
+# BLAS kernels work on blocks of rows and take other kernels for the rows left over (and a
+# matrix-vector path for one to three rows), whose sums round differently: a row's mapped
+# value would depend on how many rows came with it (seen with MKL on AMD EPYC: float64 rows
+# in blocks of 4).  Products are therefore made only of whole blocks of this many rows, the
+# leftover rows padded to one more block, so the command line's batch size never changes
+# its output.
+_ROW_BLOCK = 8
 
 
 def affine_rows(b, X, A):
     """``X @ A + b`` for torch operands, each row's value independent of the row count."""
     n = X.shape[0]
-    if 0 < n < _MIN_PRODUCT_ROWS:
-        padded = X.new_zeros((_MIN_PRODUCT_ROWS, X.shape[1]))
-        padded[:n] = X
-        return torch.addmm(b, padded, A)[:n]
-    return torch.addmm(b, X, A)
+    whole = n - n % _ROW_BLOCK
+    if whole == n:
+        return torch.addmm(b, X, A)
+    tail = X.new_zeros((_ROW_BLOCK, X.shape[1]))
+    tail[: n - whole] = X[whole:]
+    tail = torch.addmm(b, tail, A)[: n - whole]
+    return tail if whole == 0 else torch.cat([torch.addmm(b, X[:whole], A), tail])
 
 
 def apply_affine(X, A, b, device):
