@@ -16,11 +16,9 @@ Scores equal those of explicit refits on the kept rows (tested against them).
 import numpy as np
 import scipy.linalg
 
-from .row_space import RowStats, Side, _svd, thin_whitened
+from .row_space import _RTOL, RowStats, Side, _svd, thin_whitened
 
 __all__ = ["KeptRows", "candidate_stats", "procrustes_mapped", "whitened_mapped"]
-
-_RTOL = 1e-10
 
 
 class KeptRows:
@@ -106,7 +104,7 @@ def procrustes_mapped(P, stats, *, allow_reflection, overlap=None):
         overlap = Qx_top.T @ Qy_top
     C = Uk.T @ overlap @ Vk
     gram = 2.0 * np.eye(rank) - C - C.T
-    if rank and scipy.linalg.eigvalsh(gram, check_finite=False)[0] <= 1e-4:
+    if scipy.linalg.eigvalsh(gram, check_finite=False)[0] <= 1e-4:
         return None, values, signs
     if not allow_reflection and d_x == d_y and rank % 2 == 1:
         return None, values, signs
