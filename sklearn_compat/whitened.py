@@ -260,23 +260,15 @@ class WhitenedProcrustesAligner(BaseAligner):
         held = folds[0]
         keep = np.setdiff1d(np.arange(len(X)), held)
         rows = KeptRows(X[keep], Y[keep], w[keep])  # one QR per side for every candidate
-        rtol = np.finfo(np.float64).eps * max(X.shape[1], Y.shape[1], np.sqrt(len(keep)))
+        solver = self._solver_options(X.shape[1], Y.shape[1], len(keep))
         scores = {}
         for option in kept:
             stats = candidate_stats(rows, normalize=option["normalize"], center=option["center"])
             queries = unit_rows(X[held]) if option["normalize"] else X[held]
-            mapped = whitened_mapped(
-                queries - stats.mean_x,
-                stats,
-                whiten=self.whiten,
-                reweight=float(self.reweight),
-                dewhiten=self.dewhiten,
-                n_components=self.n_components,
-                rtol=rtol,
-            )
-            label = ", ".join(f"{k}={v!r}" for k, v in option.items())
+            mapped = whitened_mapped(queries - stats.mean_x, stats, **solver)
+            label = auto_settings.params_label(option)
             scores[label] = [auto_settings.paired_top1(mapped + stats.mean_y, Y[held])]
-        by_label = {", ".join(f"{k}={v!r}" for k, v in o.items()): o for o in kept}
+        by_label = {auto_settings.params_label(o): o for o in kept}
         return by_label[auto_settings.pick(scores)], {k: v[0] for k, v in scores.items()}
 
     def _choose_from_moments(self, options, X, Y, sample_weight):
@@ -293,19 +285,19 @@ class WhitenedProcrustesAligner(BaseAligner):
             solve=self._candidate_map,
         )
 
+    def _solver_options(self, d_x, d_y, n_rows):
+        """The multi-step parameters, and the rank tolerance (rounding level of the
+        statistics of ``n_rows`` rows of widths ``d_x``, ``d_y``)."""
+        return {
+            "whiten": self.whiten,
+            "reweight": float(self.reweight),
+            "dewhiten": self.dewhiten,
+            "n_components": self.n_components,
+            "rtol": np.finfo(np.float64).eps * max(d_x, d_y, np.sqrt(n_rows)),
+        }
+
     def _multi_step(self, gram_x, gram_y, cross, n_rows):
-        d_x, d_y = cross.shape
-        rtol = np.finfo(np.float64).eps * max(d_x, d_y, np.sqrt(n_rows))
-        return multi_step_map(
-            gram_x,
-            gram_y,
-            cross,
-            whiten=self.whiten,
-            reweight=float(self.reweight),
-            dewhiten=self.dewhiten,
-            n_components=self.n_components,
-            rtol=rtol,
-        )
+        return multi_step_map(gram_x, gram_y, cross, **self._solver_options(*cross.shape, n_rows))
 
     def _candidate_map(self, stats, option):
         """The map of one candidate setting from centred statistics (see auto_settings)."""
@@ -324,15 +316,7 @@ class WhitenedProcrustesAligner(BaseAligner):
         """Fewer rows than dimensions: the same map, solved in the row space."""
         stats = row_stats(self, X, Y, sample_weight, centered=center, normalize=normalize)
         d_x, d_y = stats.mean_x.shape[0], stats.mean_y.shape[0]
-        rtol = np.finfo(np.float64).eps * max(d_x, d_y, np.sqrt(stats.n_rows))
-        self.W_, S = thin_whitened(
-            stats,
-            whiten=self.whiten,
-            reweight=float(self.reweight),
-            dewhiten=self.dewhiten,
-            n_components=self.n_components,
-            rtol=rtol,
-        )
+        self.W_, S = thin_whitened(stats, **self._solver_options(d_x, d_y, stats.n_rows))
         # As many values as the dense route gives: the directions the rows do not span
         # have singular value 0.
         k = min(d_x, d_y) if self.n_components is None else min(self.n_components, d_x, d_y)

@@ -293,6 +293,11 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
     return chosen, {label(c): float(np.mean(s)) for c, s in scores.items()}, shared
 
 
+def params_label(params):
+    """``"name=value, ..."``: how a candidate setting is keyed in ``auto_scores_``."""
+    return ", ".join(f"{k}={v!r}" for k, v in params.items())
+
+
 def label(candidate):
     center, scale = candidate
     return f"center={center}, scale={scale!r}"
@@ -402,7 +407,7 @@ def _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds
         X_p, Y_p = function(X_s), function(Y_s)
         prepared[key] = (X_p, Y_p, _stats(X_p, Y_p, w_s))
     X_p, Y_p, total = prepared[key]
-    label = ", ".join(f"{k}={v!r}" for k, v in option.items())
+    label = params_label(option)
     scores[label] = []
     for rows in folds:
         w_fold = None if w_s is None else w_s[rows]
@@ -473,7 +478,7 @@ def choose_by_refit(
             fit_params[name] = np.asarray(values)[keep]
     scores = {}
     for params in grid:
-        label = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        label = params_label(params)
         model = clone(estimator).set_params(**{**(shared_params or {}), **params})
         with warnings.catch_warnings():
             # The candidates' own advice (e.g. anisotropy warnings) is what is being
