@@ -11,7 +11,12 @@ from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 from ._core.pair_stats import batch_moments
 from ._core.row_space import RowStats, is_wide, thin_procrustes
-from ._core.wide_choice import KeptRows, candidate_stats, procrustes_mapped
+from ._core.wide_choice import (
+    SplitRows,
+    candidate_stats,
+    held_offset,
+    procrustes_held_products,
+)
 from .metrics._anisotropy import warn_if_anisotropic
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
@@ -273,7 +278,12 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
                 sample_weight=sample_weight,
                 chooser=self._choose_wide,
             )
-            return super()._update(X, Y, sample_weight, reset=True)
+            split = self.__dict__.pop("_split", None)
+            if split is None:
+                return super()._update(X, Y, sample_weight, reset=True)
+            # The choice factored every row: the final fit centres that factorisation.
+            stats = candidate_stats(split.whole(), normalize=False, center=self.center_)
+            return self._fit_row_stats(stats, X, Y)
         rows = (X, Y, sample_weight)
         if not isinstance(X, np.ndarray):
             # Held-out rows are read by index: array-likes, tensors and Dask arrays are
@@ -316,8 +326,10 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
 
     def _choose_wide(self, options, X, Y, sample_weight):
         """``"auto"`` on wide data: one held-out fold, one row-space solve per centring on
-        the kept rows (one shared QR per side; the held-out rows mapped through the thin
-        factors; the scales are scalars of that solve), scored by paired top-1."""
+        the kept rows, scored by paired top-1.  Every row is factored once (kept rows
+        first, :class:`~._core.wide_choice.SplitRows`): the candidates use the leading
+        blocks, the held-out rows are scored in the reduced coordinates, and the final
+        fit reuses the factorisation (kept in ``self._split`` for ``_update``)."""
         every = np.arange(X.shape[0])
         X, Y = auto_settings.take_rows(X, every), auto_settings.take_rows(Y, every)
         w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
@@ -329,27 +341,33 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             return options[0], {}
         held = folds[0]
         keep = np.setdiff1d(np.arange(len(X)), held)
-        rows = KeptRows(X[keep], Y[keep], w[keep])  # one QR per side for both centrings
+        split = SplitRows(X, Y, w, keep, held)
+        target_norms = np.linalg.norm(split.held_y, axis=1)
+        target_norms[target_norms == 0] = 1.0
         scores = {}
         for center in dict.fromkeys(option["center"] for option in options):
-            stats = candidate_stats(rows, normalize=False, center=center)
-            mapped, values, signs = procrustes_mapped(
-                X[held] - stats.mean_x,
+            stats = candidate_stats(split.kept, normalize=False, center=center)
+            means = held_offset(split, normalize=False, center=center)
+            products, values, signs = procrustes_held_products(
+                split,
                 stats,
+                means[0],
                 allow_reflection=self.allow_reflection,
-                overlap=rows.overlap(),
+                dtype=np.float32,  # a score, not the map: float32 halves the choice
             )
+            offset = split.held_y[:, : split.kept.y.L.shape[1]] @ means[1] if center else 0.0
             svd = (None, values, signs)
-            if mapped is None:  # only the formed map can say (see procrustes_mapped)
+            if products is None:  # only the formed map can say (see procrustes_mapped)
                 svd = thin_procrustes(stats, allow_reflection=self.allow_reflection)
-                mapped = (X[held] - stats.mean_x) @ svd[0]
+                products = ((X[held] - stats.mean_x) @ svd[0]) @ Y[held].T
+                offset = Y[held] @ stats.mean_y
             for option in options:
                 if option["center"] == center:
                     scale = self._fit_map(stats, option["scale"], svd)[2]
                     label = auto_settings.label((center, option["scale"]))
-                    scores[label] = [
-                        auto_settings.paired_top1(scale * mapped + stats.mean_y, Y[held])
-                    ]
+                    sims = (scale * products + offset) / target_norms
+                    scores[label] = [auto_settings.top1_of_similarities(sims)]
+        self._split = split
         by_label = {auto_settings.label((o["center"], o["scale"])): o for o in options}
         return by_label[auto_settings.pick(scores)], {k: v[0] for k, v in scores.items()}
 

@@ -16,7 +16,7 @@ from ._core.pair_stats import batch_moments
 from ._core.row_space import is_wide, row_stats, thin_whitened
 from ._core.validation import pick_target
 from ._core.whitening import multi_step_map, unit_rows
-from ._core.wide_choice import KeptRows, candidate_stats, whitened_mapped
+from ._core.wide_choice import SplitRows, candidate_stats, whitened_held_products
 
 __all__ = ["WhitenedProcrustesAligner"]
 
@@ -203,8 +203,9 @@ class WhitenedProcrustesAligner(BaseAligner):
             chooser=self._choose_wide if wide else self._choose_from_moments,
         )
         center, normalize = setting["center"], setting["normalize"]
+        split = self.__dict__.pop("_split", None)
         if wide:
-            return self._fit_wide(X, Y, sample_weight, center, normalize)
+            return self._fit_wide(X, Y, sample_weight, center, normalize, split)
         options = {"centered": center, "need_gram": True, "stats_dtype": np.float64}
         # A second, throwaway aligner reduces (Y, X) for Y's covariance, so that both
         # passes share the validated, device- and Dask-aware statistics code.
@@ -259,15 +260,20 @@ class WhitenedProcrustesAligner(BaseAligner):
             return None, {}
         held = folds[0]
         keep = np.setdiff1d(np.arange(len(X)), held)
-        rows = KeptRows(X[keep], Y[keep], w[keep])  # one QR per side for every candidate
+        # One QR per side of every row (kept rows first) for every candidate and the final
+        # fit (kept in self._split for fit).
+        split = SplitRows(X, Y, w, keep, held)
         solver = self._solver_options(X.shape[1], Y.shape[1], len(keep))
+        norms = np.linalg.norm(split.held_y, axis=1)
+        norms[norms == 0] = 1.0
         scores = {}
         for option in kept:
-            stats = candidate_stats(rows, normalize=option["normalize"], center=option["center"])
-            queries = unit_rows(X[held]) if option["normalize"] else X[held]
-            mapped = whitened_mapped(queries - stats.mean_x, stats, **solver)
+            stats = candidate_stats(split.kept, **option)
+            # A score, not the map: float32 halves the candidates' solves.
+            products = whitened_held_products(split, stats, **option, **solver, dtype=np.float32)
             label = auto_settings.params_label(option)
-            scores[label] = [auto_settings.paired_top1(mapped + stats.mean_y, Y[held])]
+            scores[label] = [auto_settings.top1_of_similarities(products / norms)]
+        self._split = split
         by_label = {auto_settings.params_label(o): o for o in kept}
         return by_label[auto_settings.pick(scores)], {k: v[0] for k, v in scores.items()}
 
@@ -312,9 +318,13 @@ class WhitenedProcrustesAligner(BaseAligner):
         # The setting in force (models saved before "auto" existed have no normalize_).
         return bool(auto_settings.resolve(self.normalize, "normalize_", self, True))
 
-    def _fit_wide(self, X, Y, sample_weight, center, normalize):
-        """Fewer rows than dimensions: the same map, solved in the row space."""
-        stats = row_stats(self, X, Y, sample_weight, centered=center, normalize=normalize)
+    def _fit_wide(self, X, Y, sample_weight, center, normalize, split=None):
+        """Fewer rows than dimensions: the same map, solved in the row space (from the
+        factorisation of the ``"auto"`` choice, ``split``, when it made one)."""
+        if split is None:
+            stats = row_stats(self, X, Y, sample_weight, centered=center, normalize=normalize)
+        else:
+            stats = candidate_stats(split.whole(), normalize=normalize, center=center)
         d_x, d_y = stats.mean_x.shape[0], stats.mean_y.shape[0]
         self.W_, S = thin_whitened(stats, **self._solver_options(d_x, d_y, stats.n_rows))
         # As many values as the dense route gives: the directions the rows do not span

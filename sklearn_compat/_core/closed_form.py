@@ -102,11 +102,7 @@ class ClosedFormAligner(BaseAligner):
             # Fewer rows than dimensions: solved in the row space (see row_space).
             options = self._moment_options()
             stats = row_stats(self, X, Y, sample_weight, centered=options["centered"])
-            self._check_fit_inputs(X, Y)
-            self._solve(stats, stats.n_rows)
-            self._moments_state = moments_state(stats, need_gram=options.get("need_gram"))
-            self.n_samples_seen_ = stats.n_rows
-            return self
+            return self._fit_row_stats(stats, X, Y)
         if not reset and self._merges_thin(X, Y, sample_weight):
             return self._update_thin(X, Y, sample_weight)
         previous = None if reset else PairMoments(**full_moments(self._moments_state))
@@ -125,6 +121,15 @@ class ClosedFormAligner(BaseAligner):
         self._solve(batch, n_samples_seen)
         self._moments_state = vars(batch).copy()
         self.n_samples_seen_ = n_samples_seen
+        return self
+
+    def _fit_row_stats(self, stats, X, Y):
+        """Solve a fresh fit from the :class:`~.row_space.RowStats` of validated rows."""
+        self._check_fit_inputs(X, Y)
+        self._solve(stats, stats.n_rows)
+        need_gram = self._moment_options().get("need_gram")
+        self._moments_state = moments_state(stats, need_gram=need_gram)
+        self.n_samples_seen_ = stats.n_rows
         return self
 
     def _merges_thin(self, X, Y, sample_weight):
