@@ -233,3 +233,83 @@ def test_factored_maps_equal_the_formed_maps(shape, center):
     options = dict(whiten=True, reweight=0.5, dewhiten="source", n_components=None, rtol=1e-12)
     W = thin_whitened(formed, **options)[0]
     np.testing.assert_allclose(whitened_mapped(P, stats, **options), P @ W, atol=1e-8)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("center", [True, False])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_held_out_products_from_one_factorisation_equal_the_formed_maps(shape, center, normalize):
+    # One QR of every row (kept rows first): the kept rows' maps come from its leading
+    # blocks and the held-out rows are scored in its reduced coordinates.  The products
+    # must equal those of maps formed from the kept rows themselves.
+    from sklearn_compat._core.row_space import row_stats, thin_procrustes, thin_whitened
+    from sklearn_compat._core.wide_choice import (
+        SplitRows,
+        candidate_stats,
+        held_offset,
+        procrustes_held_products,
+        whitened_held_products,
+    )
+
+    X, Y, w = planted(*shape)
+    held = np.arange(1, shape[0], 4)
+    keep = np.setdiff1d(np.arange(shape[0]), held)
+    split = SplitRows(X, Y, w, keep, held)
+    units = (unit_rows(X), unit_rows(Y)) if normalize else (X, Y)
+    formed = row_stats(
+        OrthogonalProcrustesAligner(), *(a[keep] for a in units), w[keep], centered=center
+    )
+    queries, targets = units[0][held] - formed.mean_x, Y[held]
+    stats = candidate_stats(split.kept, normalize=normalize, center=center)
+    options = dict(whiten=True, reweight=0.5, dewhiten="source", n_components=None, rtol=1e-12)
+    W = thin_whitened(formed, **options)[0]
+    expected = (queries @ W + formed.mean_y) @ targets.T
+    got = whitened_held_products(split, stats, normalize=normalize, center=center, **options)
+    np.testing.assert_allclose(got, expected, atol=1e-8)
+    if normalize:
+        return
+    W = thin_procrustes(formed, allow_reflection=True)[0]
+    mean_x = held_offset(split, normalize=False, center=center)[0]
+    for dtype, tol in ((np.float64, 1e-8), (np.float32, 1e-3)):
+        got, _, _ = procrustes_held_products(
+            split, stats, mean_x, allow_reflection=True, dtype=dtype
+        )
+        assert got is not None and got.dtype == np.float64
+        np.testing.assert_allclose(got, (queries @ W) @ targets.T, atol=tol * np.abs(got).max())
+
+
+def test_wide_fits_reuse_the_choice_factorisation_and_equal_explicit_fits():
+    # With a common offset "auto" scores its candidates; the final fit then centres the
+    # choice's factorisation instead of factoring again: the map equals an explicit fit.
+    rng = np.random.default_rng(3)
+    X, Y, _ = planted(150, 300, 300)
+    X, Y = X + 2.0 * rng.normal(size=300), Y + 2.0 * rng.normal(size=300)
+    for cls in (OrthogonalProcrustesAligner, WhitenedProcrustesAligner):
+        auto = cls(random_state=0).fit(X, Y)
+        assert auto.auto_scores_  # the candidates were scored
+        chosen = {
+            k.rstrip("_").replace("scale_mode", "scale"): v
+            for k, v in vars(auto).items()
+            if k in ("center_", "scale_mode_", "normalize_")
+        }
+        explicit = cls(**chosen).fit(X, Y)
+        np.testing.assert_allclose(auto.transform(X), explicit.transform(X), atol=1e-8)
+
+
+def test_holdout_folds_take_one_fold_from_the_wide_solve_width():
+    from sklearn_compat._core.auto_settings import WIDE_SOLVE, holdout_folds
+
+    assert len(holdout_folds(5000, None)) == 5
+    assert len(holdout_folds(5000, None, WIDE_SOLVE - 1)) == 5
+    assert len(holdout_folds(5000, None, WIDE_SOLVE)) == 1
+    assert len(holdout_folds(30000, None, 10)) == 1
+
+
+def test_procrustes_from_cross_in_float32_is_the_float64_map_to_its_rounding():
+    rng = np.random.default_rng(0)
+    cross = rng.normal(size=(60, 40)) * np.geomspace(1.0, 0.01, 40)
+    W64, S64, _ = procrustes_from_cross(cross)
+    W32, S32, signs = procrustes_from_cross(cross, dtype=np.float32)
+    assert W32.dtype == S32.dtype == signs.dtype == np.float64
+    np.testing.assert_allclose(W32, W64, atol=1e-3)
+    np.testing.assert_allclose(S32, S64, rtol=1e-5)

@@ -56,6 +56,11 @@ FOLD_ROWS = 1000
 #: where the extra SVDs would cost more than the fit.
 MAX_SCORED_ROWS = 5000
 LARGE_N = 25000
+#: Width from which a candidate's (d, d) solve costs as much as a pass over thousands of
+#: rows (one float64 SVD of 4,096 x 4,096: about 20 s on one core, the cross product of
+#: 20,000 rows as long): one held-out fold, and Procrustes' candidates scored from a
+#: float32 SVD (a score, not the map: the chosen setting is refitted in float64).
+WIDE_SOLVE = 2048
 
 
 class AutoSettingWarning(UserWarning):
@@ -69,18 +74,20 @@ def resolve(value, fitted_name, estimator, default):
     return value
 
 
-def holdout_folds(n_rows, random_state):
+def holdout_folds(n_rows, random_state, width=None):
     """Held-out folds of row indices (list of sorted int arrays), or None when too few.
 
     Each fold has ``min(1000, n_rows // 5)`` rows; up to 5 folds (all rows scored) below
-    25,000 rows, one above.  ``random_state=None`` takes evenly spaced rows (every fold a
+    25,000 rows, one above, and one when the candidates' solves have ``width`` of
+    :data:`WIDE_SOLVE` or more.  ``random_state=None`` takes evenly spaced rows (every fold a
     stride through the data, so sorted input is sampled evenly and the choice is
     reproducible); an int or a RandomState takes a seeded random permutation.
     """
     if n_rows < MIN_ROWS:
         return None
     size = min(FOLD_ROWS, n_rows // 5)
-    n_folds = 1 if n_rows >= LARGE_N else max(1, min(5, MAX_SCORED_ROWS // size))
+    wide = width is not None and width >= WIDE_SOLVE
+    n_folds = 1 if n_rows >= LARGE_N or wide else max(1, min(5, MAX_SCORED_ROWS // size))
     if random_state is None:
         # Fold f: evenly spaced among the rows f, f + 5, f + 10, ... (disjoint folds).
         folds = []
@@ -248,9 +255,11 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
     candidates : list of (center, scale)
         In order of preference.
     solve : callable
-        ``solve(moments, center, cache) -> (W, scale_of)``: the orthogonal factor and a
-        function of the ``scale`` setting giving the scale factor; ``cache`` (a dict per
-        set of statistics) keeps one SVD per centring.
+        ``solve(moments, center, cache, dtype) -> (W, scale_of)``: the orthogonal factor
+        and a function of the ``scale`` setting giving the scale factor; ``cache`` (a dict
+        per set of statistics) keeps one SVD per centring; ``dtype`` the precision of the
+        SVD (float32 for candidates of width :data:`WIDE_SOLVE` and more that are only
+        scored).
 
     Returns
     -------
@@ -263,10 +272,13 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         them (from 25,000 rows on: the held-out fold is then at most 4 % of the rows, and
         the chosen map's SVD is not computed twice), else empty.
     """
-    folds = holdout_folds(int(np.shape(X)[0]), getattr(estimator, "random_state", None))
+    width = min(moments.cross.shape)
+    folds = holdout_folds(int(np.shape(X)[0]), getattr(estimator, "random_state", None), width)
     if folds is None:
         return None, {}, {}
     whole = len(folds) == 1 and np.shape(X)[0] >= LARGE_N
+    # Whole-set SVDs are reused by the final fit (float64); fold SVDs are only scored.
+    dtype = np.float32 if width >= WIDE_SOLVE and not whole else np.float64
     shared = {}
     scores = {candidate: [] for candidate in candidates}
     for rows in folds:
@@ -279,7 +291,7 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         for center in dict.fromkeys(c for c, _ in candidates):
             # x -> s (x - m_x) W + m_y: one GEMM per centring serves every scale, as
             # s (P Y^T) + m_y Y^T, P the mapped deviations.
-            W, scale_of = solve(forms[center], center, cache)
+            W, scale_of = solve(forms[center], center, cache, dtype)
             shift = forms[center].mean_x if center else 0.0
             deviations = torch.from_numpy((X_fold - shift).astype(np.float32))
             W32 = torch.from_numpy(W.astype(np.float32))
@@ -318,18 +330,21 @@ def _sample_rows(n_rows, random_state):
 
 def _stats(X, Y, w):
     """Centred first and second moments (with both Gram matrices), float64 numpy."""
+    unweighted = w is None
     w = np.ones(len(X)) if w is None else w
     weight = float(w.sum())
     mean_x, mean_y = w @ X / weight, w @ Y / weight
     Xc, Yc = X - mean_x, Y - mean_y
-    Xw = Xc * w[:, None]
+    # Unweighted, A.T @ A of one array: numpy computes half of it (a symmetric rank-k
+    # update), half the work of the general product.
+    Xw = Xc if unweighted else Xc * w[:, None]
     return {
         "weight": weight,
         "mean_x": mean_x,
         "mean_y": mean_y,
         "cross": Xw.T @ Yc,
         "gram_x": Xw.T @ Xc,
-        "gram_y": (Yc * w[:, None]).T @ Yc,
+        "gram_y": (Yc if unweighted else Yc * w[:, None]).T @ Yc,
     }
 
 
@@ -387,7 +402,7 @@ def choose_from_moments(estimator, X, Y, sample_weight, options, *, prepare, sol
     sample = _sample_rows(int(np.shape(X)[0]), random_state)
     X_s, Y_s = take_rows(X, sample), take_rows(Y, sample)
     w_s = None if sample_weight is None else np.asarray(sample_weight, np.float64)[sample]
-    folds = holdout_folds(len(sample), random_state)
+    folds = holdout_folds(len(sample), random_state, min(X_s.shape[1], Y_s.shape[1]))
     if folds is None:
         return None, {}
     prepared, scores = {}, {}

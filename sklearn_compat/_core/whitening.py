@@ -26,15 +26,33 @@ def psd_power(C, power, *, rtol=None):
            [0. , 0. ]])
     """
     C = np.asarray(C, dtype=np.float64)
-    d = C.shape[0]
+    return _power_of(_eigh(C), power, rtol)
+
+
+def _eigh(C):
+    """Eigen-decomposition of the symmetric part of ``C`` (both powers of whitening share it)."""
+    return scipy.linalg.eigh((C + C.T) / 2, check_finite=False)
+
+
+def _power_of(eig, power, rtol):
+    evals, evecs = eig
+    d = evals.shape[0]
     if rtol is None:
         rtol = d * np.finfo(np.float64).eps
-    evals, evecs = scipy.linalg.eigh((C + C.T) / 2, check_finite=False)
     if d == 0 or evals[-1] <= 0:
-        return np.zeros_like(C)
+        return np.zeros((d, d), dtype=evecs.dtype)
     keep = evals > rtol * evals[-1]
     V = evecs[:, keep]
     return (V * evals[keep] ** power) @ V.T
+
+
+def _svd(M):
+    try:
+        return scipy.linalg.svd(M, full_matrices=False, check_finite=False)
+    except np.linalg.LinAlgError:
+        # The divide-and-conquer driver can fail to converge on badly scaled input;
+        # gesvd is slower but robust.
+        return scipy.linalg.svd(M, full_matrices=False, lapack_driver="gesvd")
 
 
 class MultiStepMap:
@@ -63,14 +81,17 @@ def multi_step_map(gram_x, gram_y, cross, *, whiten, reweight, dewhiten, n_compo
     Y's coordinates and cosine retrieval against the raw Y rows equals retrieval in the
     shared space.
     """
+    eig_x = eig_y = None
     if whiten:
-        Wx1 = psd_power(gram_x, -0.5, rtol=rtol)
-        Wy1 = psd_power(gram_y, -0.5, rtol=rtol)
+        eig_x = _eigh(np.asarray(gram_x, dtype=np.float64))
+        eig_y = _eigh(np.asarray(gram_y, dtype=np.float64))
+        Wx1 = _power_of(eig_x, -0.5, rtol)
+        Wy1 = _power_of(eig_y, -0.5, rtol)
         M = Wx1 @ cross @ Wy1
     else:
         Wx1 = np.eye(gram_x.shape[0])
         M = np.asarray(cross, dtype=np.float64)
-    U, S, Vt = scipy.linalg.svd(M, full_matrices=False, lapack_driver="gesvd")
+    U, S, Vt = _svd(M)
     k = S.shape[0] if n_components is None else min(int(n_components), S.shape[0])
     U, S, V = U[:, :k], S[:k], Vt[:k].T
     source = Wx1 @ U
@@ -78,9 +99,9 @@ def multi_step_map(gram_x, gram_y, cross, *, whiten, reweight, dewhiten, n_compo
         # Zero singular values stay zero whatever the power (0 ** 0 would give 1).
         source = source * np.where(S > 0, S, 0.0) ** reweight
     if whiten and dewhiten == "source":
-        source = source @ (U.T @ psd_power(gram_x, 0.5, rtol=rtol) @ U)
+        source = source @ (U.T @ _power_of(eig_x, 0.5, rtol) @ U)
     elif whiten and dewhiten == "target":
-        source = source @ (V.T @ psd_power(gram_y, 0.5, rtol=rtol) @ V)
+        source = source @ (V.T @ _power_of(eig_y, 0.5, rtol) @ V)
     return MultiStepMap(source @ V.T, S)
 
 
