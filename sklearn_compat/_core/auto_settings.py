@@ -271,16 +271,19 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         The SVDs of the statistics of all rows, when the candidates were solved from
         them (from 25,000 rows on: the held-out fold is then at most 4 % of the rows, and
         the chosen map's SVD is not computed twice), else empty.
+    query_scores : dict or None
+        :func:`query_path_scores` of the chosen setting, averaged over the folds.
     """
     width = min(moments.cross.shape)
     folds = holdout_folds(int(np.shape(X)[0]), getattr(estimator, "random_state", None), width)
     if folds is None:
-        return None, {}, {}
+        return None, {}, {}, None
     whole = len(folds) == 1 and np.shape(X)[0] >= LARGE_N
     # Whole-set SVDs are reused by the final fit (float64); fold SVDs are only scored.
     dtype = np.float32 if width >= WIDE_SOLVE and not whole else np.float64
     shared = {}
     scores = {candidate: [] for candidate in candidates}
+    seen = []  # per fold and centring: what the query path's scores need
     for rows in folds:
         X_fold, Y_fold = take_rows(X, rows), take_rows(Y, rows)
         w_fold = None if sample_weight is None else np.asarray(sample_weight)[rows]
@@ -295,14 +298,84 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
             shift = forms[center].mean_x if center else 0.0
             deviations = torch.from_numpy((X_fold - shift).astype(np.float32))
             W32 = torch.from_numpy(W.astype(np.float32))
-            mapped = ((deviations @ W32) @ torch.from_numpy(Y_unit).T).numpy()
+            projected = (deviations @ W32).numpy()
+            mapped = projected @ Y_unit.T
             offset = (forms[center].mean_y @ Y_unit.T).astype(np.float32) if center else 0.0
             for c, scale in candidates:
                 if c == center:
                     sims = scale_of(scale) * mapped + offset
                     scores[(center, scale)].append(top1_of_similarities(sims))
+            seen.append((center, projected, scale_of, forms[center].mean_y, Y_fold))
     chosen = pick(scores)
-    return chosen, {label(c): float(np.mean(s)) for c, s in scores.items()}, shared
+    query = [
+        query_path_scores(
+            scale_of(chosen[1]) * projected + (mean_y if center else 0.0),
+            Y_fold,
+            center=mean_y if center else None,
+        )
+        for center, projected, scale_of, mean_y, Y_fold in seen
+        if center == chosen[0]
+    ]
+    query = {key: float(np.mean([q[key] for q in query])) for key in query[0]} if query else None
+    return chosen, {label(c): float(np.mean(s)) for c, s in scores.items()}, shared, query
+
+
+def query_path_scores(mapped, targets, *, center=None, unit_first=False, k=None):
+    """Paired top-1 of a held-out fold ranked as :class:`~sklearn_compat.neighbors.
+    AlignedNeighbors` would rank it, in each comparison form it can use.
+
+    The fold's target rows stand in for the gallery.  ``"raw"``: the cosine of the mapped
+    rows to the raw target rows (what ``transform`` is scored by); ``"centered"`` (only
+    with ``center``, the map's target mean): both sides shifted by it first, after
+    scaling to unit length where the map works on unit rows (``unit_first``); each with
+    ``"+csls"``: ranked by ``2 cos - r(g)``, ``r(g)`` the mean cosine of target ``g`` to its
+    ``k`` nearest other targets (CSLS, Conneau et al. 2018, with the gallery itself as the
+    reference, as the query path without ``queries``).
+
+    Returns
+    -------
+    dict
+        ``{form: top-1}``; the CSLS forms are left out when the fold has ``k`` rows or
+        fewer.
+    """
+    k = QUERY_CSLS_K if k is None else k
+    mapped = np.asarray(mapped, dtype=np.float64)
+    targets = np.asarray(targets, dtype=np.float64)
+    forms = {"raw": (mapped, targets)}
+    if center is not None:
+        Z, G = (unit_rows(mapped), unit_rows(targets)) if unit_first else (mapped, targets)
+        forms["centered"] = (Z - center, G - center)
+    out = {}
+    for name, (Z, G) in forms.items():
+        Z, G = unit_rows(Z), unit_rows(G)
+        sims = Z @ G.T
+        out[name] = top1_of_similarities(sims)
+        if G.shape[0] > k:
+            among = G @ G.T
+            np.fill_diagonal(among, -np.inf)
+            crowding = np.partition(among, -k, axis=1)[:, -k:].mean(axis=1)
+            out[name + "+csls"] = top1_of_similarities(2.0 * sims - crowding[None, :])
+    return out
+
+
+#: Held-out top-1 by which another form of the query path must beat the default form
+#: (CSLS in the form the map was fitted for) on the fold before the query path uses it.
+QUERY_MARGIN = 0.005
+
+
+def query_evidence(aligner):
+    """``(centered, csls)`` that the aligner's held-out fold favours for the query path, or
+    None where the aligner measured none (``query_scores_`` absent or None)."""
+    scores = getattr(aligner, "query_scores_", None)
+    if not isinstance(scores, dict) or not scores:
+        return None
+    default = "centered+csls" if "centered+csls" in scores else "raw+csls"
+    if default not in scores:
+        return None
+    best = max(scores, key=scores.get)
+    if scores[best] <= scores[default] + QUERY_MARGIN:
+        best = default
+    return best.startswith("centered"), best.endswith("+csls")
 
 
 def params_label(params):
@@ -603,6 +676,10 @@ def query_comparison_form(aligner, gallery):
             break
     if gallery == "centered":
         return fitted is not False, unit_rows
+    evidence = query_evidence(aligner)
+    if evidence is not None:
+        # The aligner measured the query path's forms on its held-out fold.
+        return evidence[0], unit_rows
     hook = getattr(aligner, "_query_centred", None)
     if hook is not None:
         # The map says how its queries are compared (e.g. one trained for raw cosine).
@@ -625,12 +702,15 @@ def query_csls_k(aligner, csls_k):
     """
     if not (isinstance(csls_k, str) and csls_k == "auto"):
         return csls_k
+    evidence = query_evidence(aligner)
+    if evidence is not None:
+        return QUERY_CSLS_K if evidence[1] else None
     wants = getattr(aligner, "_query_csls", None)
     return QUERY_CSLS_K if wants is None or wants() else None
 
 
 #: Fitted attributes that record what an "auto" parameter resolved to.
-CHOICE_ATTRIBUTES = ("center_", "scale_mode_", "normalize_", "auto_scores_")
+CHOICE_ATTRIBUTES = ("center_", "scale_mode_", "normalize_", "auto_scores_", "query_scores_")
 
 
 def fitted_choices(model):
@@ -640,6 +720,6 @@ def fitted_choices(model):
         value = getattr(model, name, None)
         if isinstance(value, (bool, np.bool_, str)):
             out[name] = value if isinstance(value, str) else bool(value)
-        elif name == "auto_scores_" and isinstance(value, dict):
+        elif name in ("auto_scores_", "query_scores_") and isinstance(value, dict):
             out[name] = {str(k): round(float(v), 4) for k, v in value.items()}
     return out
