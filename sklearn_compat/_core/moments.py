@@ -28,6 +28,12 @@ __all__ = ["PairMoments", "compute_moments", "moments_in_dtype"]
 # full speed.  Chunks are summed in float64 (a d_x x d_y add each).
 _CHUNK_ROWS = 65536
 
+# Rows per chunk when the chunks are shifted (centred statistics of rows with a common
+# offset): the two shifted buffers are reused by every chunk, and buffers this small come
+# back from the allocator already mapped, where chunk-sized ones (268 MB at d = 512) are
+# page-faulted in afresh by every fit (the subtraction then cost more than the GEMM).
+_SHIFTED_ROWS = 8192
+
 # Rows whose mean is used as the shift of centred statistics.  Any point inside the data
 # cloud removes the common offset; more rows would only cost time.
 _SHIFT_ROWS = 1024
@@ -197,29 +203,32 @@ def compute_moments(
     sq_y = torch.zeros((), **f64)
     shift_x = shift_y = buffer_x = buffer_y = None
     shifted = False
+    step = _CHUNK_ROWS
+    if centered:
+        head = min(_SHIFT_ROWS, n)
+        Xh, Yh = _rows(X, 0, head, device, dtype), _rows(Y, 0, head, device, dtype)
+        wh = None if sample_weight is None else _rows(sample_weight, 0, head, device, None)
+        # Round the shift to the input dtype so that the value subtracted is exactly the
+        # value added back to the means.
+        shift_x, shift_y = _shift(Xh, wh).to(dtype), _shift(Yh, wh).to(dtype)
+        # No common offset to speak of (|shift| below the rows' spread about it): float32
+        # products lose at most a few units in the last place to the exact float64
+        # correction below, so skip the shift pass.
+        shifted = _offset_matters(Xh, shift_x) or _offset_matters(Yh, shift_y)
+        if not shifted:
+            shift_x, shift_y = torch.zeros_like(shift_x), torch.zeros_like(shift_y)
+        else:
+            step = _SHIFTED_ROWS
+            rows = min(step, n)
+            buffer_x = torch.empty((rows, d_x), dtype=dtype, device=device)
+            buffer_y = torch.empty((rows, d_y), dtype=dtype, device=device)
     with no_tf32():
-        for start in range(0, n, _CHUNK_ROWS):
-            stop = min(start + _CHUNK_ROWS, n)
+        for start in range(0, n, step):
+            stop = min(start + step, n)
             Xc = _rows(X, start, stop, device, dtype)
             Yc = _rows(Y, start, stop, device, dtype)
             wc = None if sample_weight is None else _rows(sample_weight, start, stop, device, None)
             if centered:
-                if shift_x is None:
-                    # Round the shift to the input dtype so that the value subtracted is
-                    # exactly the value added back to the means.
-                    shift_x = _shift(Xc, wc).to(dtype)
-                    shift_y = _shift(Yc, wc).to(dtype)
-                    # No common offset to speak of (|shift| below the rows' spread about
-                    # it): float32 products lose at most a few units in the last place
-                    # to the exact float64 correction below, so skip the shift pass.
-                    shifted = _offset_matters(Xc, shift_x) or _offset_matters(Yc, shift_y)
-                    if not shifted:
-                        shift_x, shift_y = torch.zeros_like(shift_x), torch.zeros_like(shift_y)
-                    else:
-                        # Reused buffers: fresh chunk-sized allocations cost page faults.
-                        rows = min(_CHUNK_ROWS, n)
-                        buffer_x = torch.empty((rows, d_x), dtype=dtype, device=device)
-                        buffer_y = torch.empty((rows, d_y), dtype=dtype, device=device)
                 if shifted:
                     Xc = torch.sub(Xc, shift_x, out=buffer_x[: stop - start])
                     Yc = torch.sub(Yc, shift_y, out=buffer_y[: stop - start])
