@@ -306,10 +306,19 @@ class WhitenedProcrustesAligner(BaseAligner):
         return multi_step_map(gram_x, gram_y, cross, **self._solver_options(*cross.shape, n_rows))
 
     def _candidate_map(self, stats, option):
-        """The map of one candidate setting from centred statistics (see auto_settings)."""
+        """The map of one candidate setting from centred statistics (see auto_settings):
+        in float32 from :data:`~._core.auto_settings.WIDE_SOLVE` columns on (a score, not
+        the map; the chosen setting is refitted in float64)."""
         if not option["center"]:
             stats = auto_settings.uncentred_stats(stats)
-        W = self._multi_step(stats["gram_x"], stats["gram_y"], stats["cross"], stats["weight"]).W
+        cross = stats["cross"]
+        W = multi_step_map(
+            stats["gram_x"],
+            stats["gram_y"],
+            cross,
+            **self._solver_options(*cross.shape, stats["weight"]),
+            dtype=auto_settings.scoring_dtype(min(cross.shape)),
+        ).W
         if not option["center"]:
             return W, np.zeros(W.shape[1])
         return W, stats["mean_y"] - stats["mean_x"] @ W

@@ -74,6 +74,12 @@ def resolve(value, fitted_name, estimator, default):
     return value
 
 
+def scoring_dtype(width):
+    """Precision of candidate solves that are only scored: float32 from
+    :data:`WIDE_SOLVE` columns on, float64 below."""
+    return np.float32 if width >= WIDE_SOLVE else np.float64
+
+
 def holdout_folds(n_rows, random_state, width=None):
     """Held-out folds of row indices (list of sorted int arrays), or None when too few.
 
@@ -280,7 +286,7 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         return None, {}, {}, None
     whole = len(folds) == 1 and np.shape(X)[0] >= LARGE_N
     # Whole-set SVDs are reused by the final fit (float64); fold SVDs are only scored.
-    dtype = np.float32 if width >= WIDE_SOLVE and not whole else np.float64
+    dtype = np.float64 if whole else scoring_dtype(width)
     shared = {}
     scores = {candidate: [] for candidate in candidates}
     seen = []  # per fold and centring: what the query path's scores need
@@ -480,8 +486,10 @@ def choose_from_moments(estimator, X, Y, sample_weight, options, *, prepare, sol
         return None, {}
     prepared, scores = {}, {}
     # Many small (d x d) eigen- and singular-value problems: one BLAS thread each runs them
-    # fastest, and avoids the spin-waits of threaded LAPACK on a busy machine.
-    with threadpool_limits(limits=1, user_api="blas"):
+    # fastest, and avoids the spin-waits of threaded LAPACK on a busy machine.  From
+    # WIDE_SOLVE columns on the problems are large and one fold has few: threads pay.
+    small = min(X_s.shape[1], Y_s.shape[1]) < WIDE_SOLVE
+    with threadpool_limits(limits=1 if small else None, user_api="blas"):
         for option in options:
             _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds)
     by_label = dict(zip(scores, options, strict=True))

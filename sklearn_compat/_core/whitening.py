@@ -63,7 +63,9 @@ class MultiStepMap:
         self.singular_values = singular_values
 
 
-def multi_step_map(gram_x, gram_y, cross, *, whiten, reweight, dewhiten, n_components, rtol):
+def multi_step_map(
+    gram_x, gram_y, cross, *, whiten, reweight, dewhiten, n_components, rtol, dtype=np.float64
+):
     """The map ``x -> x W`` into Y's coordinates of Artetxe et al.'s framework.
 
     Steps (with ``C_x = X^T X``, ``C_y = Y^T Y``, ``C_xy = X^T Y``):
@@ -80,17 +82,26 @@ def multi_step_map(gram_x, gram_y, cross, *, whiten, reweight, dewhiten, n_compo
     to itself), so the shared space is a rotation of Y's own: ``W = W_x V_k^T`` maps into
     Y's coordinates and cosine retrieval against the raw Y rows equals retrieval in the
     shared space.
+
+    ``dtype=np.float32`` runs the eigen- and singular-value problems in single precision
+    (about half the time; eigenvalues below 1e-6 of the largest then count as zero, as
+    float32's rounding reaches them): for candidate maps that are only scored.  The
+    results are float64 either way.
     """
+    if np.dtype(dtype) != np.float64:
+        gram_x, gram_y = np.asarray(gram_x, dtype), np.asarray(gram_y, dtype)
+        cross = np.asarray(cross, dtype)
+        rtol = max(rtol or 0.0, 1e-6)
     eig_x = eig_y = None
     if whiten:
-        eig_x = _eigh(np.asarray(gram_x, dtype=np.float64))
-        eig_y = _eigh(np.asarray(gram_y, dtype=np.float64))
+        eig_x = _eigh(np.asarray(gram_x, dtype=dtype))
+        eig_y = _eigh(np.asarray(gram_y, dtype=dtype))
         Wx1 = _power_of(eig_x, -0.5, rtol)
         Wy1 = _power_of(eig_y, -0.5, rtol)
         M = Wx1 @ cross @ Wy1
     else:
-        Wx1 = np.eye(gram_x.shape[0])
-        M = np.asarray(cross, dtype=np.float64)
+        Wx1 = np.eye(gram_x.shape[0], dtype=dtype)
+        M = np.asarray(cross, dtype=dtype)
     U, S, Vt = _svd(M)
     k = S.shape[0] if n_components is None else min(int(n_components), S.shape[0])
     U, S, V = U[:, :k], S[:k], Vt[:k].T
@@ -102,7 +113,7 @@ def multi_step_map(gram_x, gram_y, cross, *, whiten, reweight, dewhiten, n_compo
         source = source @ (U.T @ _power_of(eig_x, 0.5, rtol) @ U)
     elif whiten and dewhiten == "target":
         source = source @ (V.T @ _power_of(eig_y, 0.5, rtol) @ V)
-    return MultiStepMap(source @ V.T, S)
+    return MultiStepMap((source @ V.T).astype(np.float64), S.astype(np.float64))
 
 
 def unit_rows(A):
