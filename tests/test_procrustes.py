@@ -302,6 +302,7 @@ def test_chunked_moments_agree_with_one_shot(rng, monkeypatch, center, weighted)
     w = rng.uniform(0, 2, size=103) if weighted else None
     one_shot = compute_moments(X, Y, w, centered=center, need_gram=True, device="cpu")
     monkeypatch.setattr(_moments, "_CHUNK_ROWS", 10)
+    monkeypatch.setattr(_moments, "_SHIFTED_ROWS", 7)  # shifted chunks: their own size
     monkeypatch.setattr(_moments, "_SHIFT_ROWS", 3)
     chunked = compute_moments(X, Y, w, centered=center, need_gram=True, device="cpu")
     for key, value in vars(one_shot).items():
@@ -321,6 +322,7 @@ def test_chunked_fit_equals_one_shot_fit(rng, monkeypatch):
     Y = rng.normal(size=(100, 5))
     one_shot = OrthogonalProcrustesAligner(center=True, scale=True).fit(X, Y)
     monkeypatch.setattr(_moments, "_CHUNK_ROWS", 16)
+    monkeypatch.setattr(_moments, "_SHIFTED_ROWS", 16)
     chunked = OrthogonalProcrustesAligner(center=True, scale=True).fit(X, Y)
     np.testing.assert_allclose(chunked.W_, one_shot.W_, atol=1e-10)
     assert chunked.scale_ == pytest.approx(one_shot.scale_, rel=1e-12)
@@ -329,6 +331,7 @@ def test_chunked_fit_equals_one_shot_fit(rng, monkeypatch):
 def test_float32_with_large_common_offset_matches_float64(rng, monkeypatch):
     # Mean 1e3, spread 1: X^T Y - n m_x m_y^T would cancel ~7 digits in float32.
     monkeypatch.setattr(_moments, "_CHUNK_ROWS", 1000)  # several chunks and a merge
+    monkeypatch.setattr(_moments, "_SHIFTED_ROWS", 700)
     X = rng.normal(size=(3000, 8)) + 1e3
     Q = ortho_group.rvs(8, random_state=3)
     Y = (X - 1e3) @ Q + 0.3 * rng.normal(size=X.shape) - 2e3
