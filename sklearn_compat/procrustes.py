@@ -310,9 +310,9 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         query = None
         if auto_settings.negligible_offsets(moments):
             # Neither side has a common offset: centring and scale change no cosine.
-            choice, self.auto_scores_, svds = candidates[0], {}, {}
+            choice, self.auto_scores_ = candidates[0], {}
         else:
-            choice, self.auto_scores_, svds, query = auto_settings.choose_procrustes_setting(
+            choice, self.auto_scores_, query = auto_settings.choose_procrustes_setting(
                 self, moments, *rows, candidates, self._candidate_map
             )
         self.query_scores_ = query
@@ -333,7 +333,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         self.center_, self.scale_mode_ = choice
         if not self.center_:
             moments = auto_settings.uncentred(moments)
-        self._solve(moments, n_rows, svd=svds.get(self.center_))
+        self._solve(moments, n_rows)
         self._moments_state = vars(moments).copy()
         self.n_samples_seen_ = n_rows
         return self

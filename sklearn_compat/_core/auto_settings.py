@@ -58,8 +58,8 @@ MAX_SCORED_ROWS = 5000
 LARGE_N = 25000
 #: Width from which a candidate's (d, d) solve costs as much as a pass over thousands of
 #: rows (one float64 SVD of 4,096 x 4,096: about 20 s on one core, the cross product of
-#: 20,000 rows as long): one held-out fold, and Procrustes' candidates scored from a
-#: float32 SVD (a score, not the map: the chosen setting is refitted in float64).
+#: 20,000 rows as long): one held-out fold, and whitening candidates solved in float32
+#: (a score, not the map: the chosen setting is refitted in float64).
 WIDE_SOLVE = 2048
 
 
@@ -264,8 +264,9 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         ``solve(moments, center, cache, dtype) -> (W, scale_of)``: the orthogonal factor
         and a function of the ``scale`` setting giving the scale factor; ``cache`` (a dict
         per set of statistics) keeps one SVD per centring; ``dtype`` the precision of the
-        SVD (float32 for candidates of width :data:`WIDE_SOLVE` and more that are only
-        scored).
+        SVD: float32, as the candidates' maps are only scored (a float32 SVD of 512 x 512
+        takes a fifth of a float64 one, and its polar factor differs by about 1e-6; the
+        chosen setting is then fitted in float64).
 
     Returns
     -------
@@ -273,21 +274,17 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         None when the data could not decide.
     scores : dict
         Each candidate's mean held-out top-1, keyed by ``"center=..., scale=..."``.
-    cache : dict
-        The SVDs of the statistics of all rows, when the candidates were solved from
-        them (from 25,000 rows on: the held-out fold is then at most 4 % of the rows, and
-        the chosen map's SVD is not computed twice), else empty.
     query_scores : dict or None
         :func:`query_path_scores` of the chosen setting, averaged over the folds.
+
+    From 25,000 rows on the candidates are solved from the statistics of all rows (the
+    held-out fold is then at most 4 % of them): no fold statistics to subtract.
     """
     width = min(moments.cross.shape)
     folds = holdout_folds(int(np.shape(X)[0]), getattr(estimator, "random_state", None), width)
     if folds is None:
-        return None, {}, {}, None
+        return None, {}, None
     whole = len(folds) == 1 and np.shape(X)[0] >= LARGE_N
-    # Whole-set SVDs are reused by the final fit (float64); fold SVDs are only scored.
-    dtype = np.float64 if whole else scoring_dtype(width)
-    shared = {}
     scores = {candidate: [] for candidate in candidates}
     seen = []  # per fold and centring: what the query path's scores need
     for rows in folds:
@@ -295,12 +292,12 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         w_fold = None if sample_weight is None else np.asarray(sample_weight)[rows]
         rest = moments if whole else _unmerge(moments, _fold_moments(X_fold, Y_fold, w_fold))
         forms = {True: rest, False: uncentred(rest)}
-        cache = shared if whole else {}
+        cache = {}
         Y_unit = unit_rows(Y_fold)
         for center in dict.fromkeys(c for c, _ in candidates):
             # x -> s (x - m_x) W + m_y: one GEMM per centring serves every scale, as
             # s (P Y^T) + m_y Y^T, P the mapped deviations.
-            W, scale_of = solve(forms[center], center, cache, dtype)
+            W, scale_of = solve(forms[center], center, cache, np.float32)
             shift = forms[center].mean_x if center else 0.0
             deviations = torch.from_numpy((X_fold - shift).astype(np.float32))
             W32 = torch.from_numpy(W.astype(np.float32))
@@ -323,7 +320,7 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         if center == chosen[0]
     ]
     query = {key: float(np.mean([q[key] for q in query])) for key in query[0]} if query else None
-    return chosen, {label(c): float(np.mean(s)) for c, s in scores.items()}, shared, query
+    return chosen, {label(c): float(np.mean(s)) for c, s in scores.items()}, query
 
 
 def query_path_scores(mapped, targets, *, center=None, unit_first=False, k=None):
