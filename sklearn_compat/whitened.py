@@ -204,8 +204,14 @@ class WhitenedProcrustesAligner(BaseAligner):
         )
         center, normalize = setting["center"], setting["normalize"]
         split = self.__dict__.pop("_split", None)
+        statistics = self.__dict__.pop("_statistics", {}).get(normalize)
         if wide:
             return self._fit_wide(X, Y, sample_weight, center, normalize, split)
+        if statistics is not None:
+            # The choice read every row: its statistics of the chosen form are the fit's.
+            if not center:
+                statistics = auto_settings.uncentred_stats(statistics)
+            return self._fit_statistics(statistics, center, int(np.shape(X)[0]))
         options = {"centered": center, "need_gram": True, "stats_dtype": np.float64}
         # A second, throwaway aligner reduces (Y, X) for Y's covariance, so that both
         # passes share the validated, device- and Dask-aware statistics code.
@@ -226,15 +232,22 @@ class WhitenedProcrustesAligner(BaseAligner):
         yy, _ = batch_moments(helper, Y, X, sample_weight, reset=True, **options)
         if xy.weight <= 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
-        d_x, d_y = xy.cross.shape
-        fitted = self._multi_step(xy.gram_x, yy.gram_x, xy.cross, n_rows)
+        stats = {"gram_x": xy.gram_x, "gram_y": yy.gram_x, "cross": xy.cross}
+        stats.update(mean_x=xy.mean_x, mean_y=xy.mean_y)
+        return self._fit_statistics(stats, center, int(n_rows), stacklevel=6)
+
+    def _fit_statistics(self, stats, center, n_rows, stacklevel=5):
+        """The map from the statistics of every row in the form ``center`` says
+        (float64 numpy: ``gram_x``, ``gram_y``, ``cross``, ``mean_x``, ``mean_y``)."""
+        d_x, d_y = stats["cross"].shape
+        fitted = self._multi_step(stats["gram_x"], stats["gram_y"], stats["cross"], n_rows)
         self.W_ = fitted.W
         self.singular_values_ = fitted.singular_values
         self.n_components_ = int(fitted.singular_values.shape[0])
-        self.mean_x_ = xy.mean_x.copy() if center else np.zeros(d_x)
-        self.mean_y_ = xy.mean_y.copy() if center else np.zeros(d_y)
-        self.n_samples_seen_ = int(n_rows)
-        warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=4)
+        self.mean_x_ = stats["mean_x"].copy() if center else np.zeros(d_x)
+        self.mean_y_ = stats["mean_y"].copy() if center else np.zeros(d_y)
+        self.n_samples_seen_ = n_rows
+        warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=stacklevel)
         return self
 
     def _choose_wide(self, options, X, Y, sample_weight):
@@ -289,6 +302,7 @@ class WhitenedProcrustesAligner(BaseAligner):
                 unit_rows if option["normalize"] else (lambda rows: rows),
             ),
             solve=self._candidate_map,
+            statistics=self.__dict__.setdefault("_statistics", {}),
         )
 
     def _solver_options(self, d_x, d_y, n_rows):

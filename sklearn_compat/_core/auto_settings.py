@@ -452,7 +452,9 @@ def uncentred_stats(stats):
     )
 
 
-def choose_from_moments(estimator, X, Y, sample_weight, options, *, prepare, solve):
+def choose_from_moments(
+    estimator, X, Y, sample_weight, options, *, prepare, solve, statistics=None
+):
     """Choose among closed-form settings by k-fold held-out top-1 from moments.
 
     Every fold's map is solved from the statistics of the other rows (the whole set's
@@ -468,6 +470,9 @@ def choose_from_moments(estimator, X, Y, sample_weight, options, *, prepare, sol
     solve : callable
         ``solve(stats, option)`` -> ``(A, b)``, the affine map of the prepared rows, from
         centred statistics (``uncentred_stats`` gives the raw ones).
+    statistics : dict, default=None
+        Filled with ``{key: centred statistics of all rows}`` when the decision read every
+        row (no larger than :data:`SAMPLE_ROWS`): the final fit need not read them again.
 
     Returns
     -------
@@ -489,6 +494,8 @@ def choose_from_moments(estimator, X, Y, sample_weight, options, *, prepare, sol
     with threadpool_limits(limits=1 if small else None, user_api="blas"):
         for option in options:
             _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds)
+    if statistics is not None and len(sample) == int(np.shape(X)[0]):
+        statistics.update({key: stats for key, (_, _, stats) in prepared.items()})
     by_label = dict(zip(scores, options, strict=True))
     return by_label[pick(scores)], {k: float(np.mean(v)) for k, v in scores.items()}
 
