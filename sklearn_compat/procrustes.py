@@ -277,6 +277,22 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             self.center_, self.scale_mode_ = self._center(), self._scale()
             self.auto_scores_ = None
             return super()._update(X, Y, sample_weight, reset=True)
+        sample = auto_settings.wide_solve_sample(X, Y, sample_weight, self.random_state)
+        if sample is not None:
+            # Wide solves, more rows than columns: candidates scored in the row space on a
+            # sample of rows, the chosen setting fitted on every row.
+            auto_settings.resolve_by_refit(
+                self,
+                X,
+                Y,
+                {"center": "center_", "scale": "scale_mode_"},
+                [{"center": c, "scale": s} for c, s in candidates],
+                {"center": candidates[0][0], "scale": candidates[0][1]},
+                sample_weight=sample_weight,
+                chooser=auto_settings.sampled_chooser(self._choose_wide, sample),
+            )
+            self.__dict__.pop("_split", None)
+            return super()._update(X, Y, sample_weight, reset=True)
         if is_wide(X, Y, sample_weight):
             # Fewer rows than dimensions: no (d_x, d_y) statistic is formed, so the
             # candidates are scored by row-space fits on the kept rows.

@@ -190,6 +190,12 @@ class WhitenedProcrustesAligner(BaseAligner):
         """
         Y = pick_target(Y, y)
         wide = bool(self.whiten) and is_wide(X, Y, sample_weight)
+        chooser = self._choose_wide if wide else self._choose_from_moments
+        sample = auto_settings.wide_solve_sample(X, Y, sample_weight, self.random_state)
+        if self.whiten and sample is not None:
+            # Wide solves, more rows than columns: candidates scored in the row space on a
+            # sample of rows; the chosen setting is fitted on every row below.
+            chooser = auto_settings.sampled_chooser(self._choose_wide, sample)
         setting = auto_settings.resolve_by_refit(
             self,
             X,
@@ -200,7 +206,7 @@ class WhitenedProcrustesAligner(BaseAligner):
             sample_weight=sample_weight,
             # Wide data form no (d, d) statistic: the candidates are then refitted in the
             # row space on the kept rows instead of solved from moments.
-            chooser=self._choose_wide if wide else self._choose_from_moments,
+            chooser=chooser,
         )
         center, normalize = setting["center"], setting["normalize"]
         split = self.__dict__.pop("_split", None)

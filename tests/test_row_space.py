@@ -313,3 +313,38 @@ def test_procrustes_from_cross_in_float32_is_the_float64_map_to_its_rounding():
     assert W32.dtype == S32.dtype == signs.dtype == np.float64
     np.testing.assert_allclose(W32, W64, atol=1e-3)
     np.testing.assert_allclose(S32, S64, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [OrthogonalProcrustesAligner, WhitenedProcrustesAligner])
+def test_wide_solves_choose_on_a_row_sample_and_fit_every_row(monkeypatch, cls):
+    # From WIDE_SOLVE columns on (lowered here), with more rows than columns, "auto"
+    # scores its candidates in the row space on a sample of d/2 rows; the chosen setting is
+    # then fitted on every row, exactly as given explicitly.
+    from sklearn_compat._core import auto_settings
+
+    monkeypatch.setattr(auto_settings, "WIDE_SOLVE", 256)
+    rng = np.random.default_rng(4)
+    d = 300
+    R = ortho_group.rvs(d, random_state=4)
+    Z = rng.normal(size=(700, d)) * np.geomspace(1.0, 0.2, d)
+    X = Z + 3.0 * rng.normal(size=d) * np.geomspace(1.0, 0.2, d)
+    Y = Z @ R + 0.05 * rng.normal(size=Z.shape) - 2.0 * rng.normal(size=d)
+    calls = []
+    real = auto_settings.holdout_folds
+    monkeypatch.setattr(
+        auto_settings, "holdout_folds", lambda n, *a: calls.append(n) or real(n, *a)
+    )
+    auto = cls(random_state=0).fit(X, Y)
+    assert calls == [d // 2]  # the candidates saw the sample only
+    assert auto.center_ is True  # offsets unrelated by the map: centring wins
+    chosen = {"center": auto.center_}
+    chosen.update(
+        {"scale": auto.scale_mode_}
+        if cls is OrthogonalProcrustesAligner
+        else {"normalize": auto.normalize_}
+    )
+    explicit = cls(**chosen).fit(X, Y)
+    assert auto.n_samples_seen_ == 700
+    np.testing.assert_allclose(auto.transform(X), explicit.transform(X), atol=1e-8)
+    again = cls(random_state=0).fit(X, Y)
+    assert again.auto_scores_ == auto.auto_scores_

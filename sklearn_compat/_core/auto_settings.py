@@ -80,6 +80,42 @@ def resolve(value, fitted_name, estimator, default):
     return value
 
 
+def wide_solve_sample(X, Y, sample_weight, random_state):
+    """Rows from which ``"auto"`` scores its candidates in the row space, or None.
+
+    From :data:`WIDE_SOLVE` columns on, a candidate's (d, d) SVD or whitening solve costs
+    more than the cross product of all rows (two float32 SVDs of 4,096 x 4,096 doubled a
+    20,000-row Procrustes fit): with more rows than columns the candidates are then
+    fitted on a sample of ``min(d_x, d_y) // 2`` rows in the row space (one QR per side,
+    n x n problems) and scored on a held-out fold of it; the chosen setting is fitted on
+    every row.  Evenly spaced rows for ``random_state=None``, else a seeded draw.  None
+    below that width, for wide data (already solved in the row space) and for Dask input.
+    """
+    from .row_space import is_wide
+
+    if is_dask_collection(X, Y, sample_weight) or is_wide(X, Y, sample_weight):
+        return None
+    n_rows = int(np.shape(X)[0])
+    width = min(int(np.shape(X)[1]), int(np.shape(Y)[1]))
+    if width < WIDE_SOLVE or n_rows <= width // 2:
+        return None
+    size = width // 2
+    if random_state is None:
+        return np.linspace(0, n_rows - 1, size).round().astype(np.int64)
+    return np.sort(check_random_state(random_state).permutation(n_rows)[:size])
+
+
+def sampled_chooser(chooser, sample):
+    """``chooser`` (``(options, X, Y, sample_weight)`` of validated input) run on the
+    rows ``sample`` only (float64 numpy)."""
+
+    def choose(options, X, Y, sample_weight):
+        weights = None if sample_weight is None else np.asarray(sample_weight)[sample]
+        return chooser(options, take_rows(X, sample), take_rows(Y, sample), weights)
+
+    return choose
+
+
 def scoring_dtype(width):
     """Precision of candidate solves that are only scored: float32 from
     :data:`WIDE_SOLVE` columns on, float64 below."""
