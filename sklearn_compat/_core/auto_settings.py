@@ -95,8 +95,11 @@ def wide_solve_sample(X, Y, sample_weight, random_state):
 
     if is_dask_collection(X, Y, sample_weight) or is_wide(X, Y, sample_weight):
         return None
-    n_rows = int(np.shape(X)[0])
-    width = min(int(np.shape(X)[1]), int(np.shape(Y)[1]))
+    shape_x, shape_y = getattr(X, "shape", None), getattr(Y, "shape", None)
+    if shape_x is None or shape_y is None or len(shape_x) != 2 or len(shape_y) != 2:
+        return None  # validation will say what is wrong
+    n_rows = int(shape_x[0])
+    width = min(int(shape_x[1]), int(shape_y[1]))
     if width < WIDE_SOLVE or n_rows <= width // 2:
         return None
     size = width // 2
