@@ -59,7 +59,14 @@ def procrustes_from_cross(cross, *, allow_reflection=True, dtype=np.float64):
     >>> S, signs
     (array([3., 2.]), array([ 1., -1.]))
     """
-    cross = torch.as_tensor(np.asarray(cross, dtype=dtype))
+    cross = np.asarray(cross, dtype=np.float64)
+    # The factor W does not depend on the scale of ``cross``: in a narrower dtype it is
+    # taken of cross / max|cross| (no overflow, no underflow), S scaled back in float64.
+    unit = 1.0
+    if np.dtype(dtype) != np.float64:
+        peak = float(np.abs(cross).max(initial=0.0))
+        unit = peak if np.isfinite(peak) and peak > 0 else 1.0
+    cross = torch.as_tensor((cross / unit).astype(dtype))
     try:
         U, S, Vt = torch.linalg.svd(cross, full_matrices=False)
     except torch.linalg.LinAlgError:
@@ -74,7 +81,7 @@ def procrustes_from_cross(cross, *, allow_reflection=True, dtype=np.float64):
     if not allow_reflection and square and torch.linalg.det(U) * torch.linalg.det(Vt) < 0:
         signs[-1] = -1.0
     W = (U * signs) @ Vt
-    return W.double().numpy(), S.double().numpy(), signs.double().numpy()
+    return W.double().numpy(), S.double().numpy() * unit, signs.double().numpy()
 
 
 class OrthogonalProcrustesAligner(ClosedFormAligner):

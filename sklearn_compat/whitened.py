@@ -213,8 +213,9 @@ class WhitenedProcrustesAligner(BaseAligner):
         statistics = self.__dict__.pop("_statistics", {}).get(normalize)
         if wide:
             return self._fit_wide(X, Y, sample_weight, center, normalize, split)
-        if statistics is not None:
-            # The choice read every row: its statistics of the chosen form are the fit's.
+        if statistics is not None and not is_dask_collection(X, Y, sample_weight):
+            # The choice read every row: its statistics of the chosen form are the fit's
+            # (Dask input keeps its own pass, which also records its feature names).
             if not center:
                 statistics = auto_settings.uncentred_stats(statistics)
             return self._fit_statistics(statistics, center, int(np.shape(X)[0]))
@@ -235,7 +236,8 @@ class WhitenedProcrustesAligner(BaseAligner):
             if normalize:
                 X, Y = unit_rows(X), unit_rows(Y)
             xy, n_rows = batch_moments(helper, X, Y, sample_weight, reset=True, **options)
-        yy, _ = batch_moments(helper, Y, X, sample_weight, reset=True, **options)
+        # Only Y's covariance is read from this pass: its cross product is not formed.
+        yy, _ = batch_moments(helper, Y, X, sample_weight, reset=True, need_cross=False, **options)
         if xy.weight <= 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
         stats = {"gram_x": xy.gram_x, "gram_y": yy.gram_x, "cross": xy.cross}
@@ -337,7 +339,7 @@ class WhitenedProcrustesAligner(BaseAligner):
             stats["gram_y"],
             cross,
             **self._solver_options(*cross.shape, stats["weight"]),
-            dtype=auto_settings.scoring_dtype(min(cross.shape)),
+            dtype=auto_settings.scoring_dtype(min(cross.shape), cross),
         ).W
         if not option["center"]:
             return W, np.zeros(W.shape[1])

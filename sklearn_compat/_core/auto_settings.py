@@ -119,10 +119,17 @@ def sampled_chooser(chooser, sample):
     return choose
 
 
-def scoring_dtype(width):
+def scoring_dtype(width, statistic=None):
     """Precision of candidate solves that are only scored: float32 from
-    :data:`WIDE_SOLVE` columns on, float64 below."""
-    return np.float32 if width >= WIDE_SOLVE else np.float64
+    :data:`WIDE_SOLVE` columns on, float64 below and where ``statistic``'s entries are
+    beyond float32's comfortable range (above 1e30 or below 1e-30 in size)."""
+    if width < WIDE_SOLVE:
+        return np.float64
+    if statistic is not None:
+        peak = float(np.abs(statistic).max(initial=0.0))
+        if peak > 1e30 or 0 < peak < 1e-30:
+            return np.float64
+    return np.float32
 
 
 def holdout_folds(n_rows, random_state, width=None):

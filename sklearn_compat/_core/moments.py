@@ -159,6 +159,7 @@ def compute_moments(
     need_means=True,
     need_sq_x=True,
     need_sq_y=True,
+    need_cross=True,
 ):
     """Moments of validated numpy arrays ``X`` (n, d_x) and ``Y`` (n, d_y) on ``device``.
 
@@ -184,6 +185,9 @@ def compute_moments(
         Skipping them saves a pass over the data; they are NaN then.
     need_sq_x, need_sq_y : bool, default=True
         Compute ``sq_x`` / ``sq_y`` (NaN otherwise).
+    need_cross : bool, default=True
+        Compute ``cross`` (zeros otherwise): a pass that only wants ``gram_x`` (the
+        target side's covariance of whitening) skips one GEMM of two.
 
     Returns
     -------
@@ -253,7 +257,8 @@ def compute_moments(
                 if need_means:
                     sum_x += (wc.to(dtype) @ Xc).double()
                     sum_y += Yw.sum(dim=0).double()
-            cross += (Xc.T @ Yw).double()
+            if need_cross:
+                cross += (Xc.T @ Yw).double()
             if need_sq_x:
                 # Row norms keep each float32 sum short; the rows are summed in float64.
                 row_sq = torch.linalg.vector_norm(Xc, dim=1).double().square()

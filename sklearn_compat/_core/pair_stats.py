@@ -30,6 +30,7 @@ def batch_moments(
     need_means=True,
     need_sq_x=True,
     need_sq_y=False,
+    need_cross=True,
     stats_dtype=None,
 ):
     """Validate a batch of paired rows for ``estimator`` and return its moments.
@@ -49,9 +50,9 @@ def batch_moments(
     sample_weight : array-like of shape (n_samples,) or None
     reset : bool
         True for ``fit`` and the first ``partial_fit``.
-    centered, need_gram, need_means, need_sq_x, need_sq_y : bool
-        Passed to :func:`compute_moments` (Dask input always computes the means, ``sq_x``
-        and ``sq_y``).
+    centered, need_gram, need_means, need_sq_x, need_sq_y, need_cross : bool
+        Passed to :func:`compute_moments` (Dask input always computes the means, ``sq_x``,
+        ``sq_y`` and ``cross``).
     stats_dtype : numpy dtype or None
         Run the GEMMs in this dtype (``None``: X's dtype).
 
@@ -89,6 +90,7 @@ def batch_moments(
         "need_means": need_means,
         "need_sq_x": need_sq_x,
         "need_sq_y": need_sq_y,
+        "need_cross": need_cross,
         "device": resolve_device(estimator.device),
     }
     moments = moments_in_dtype(X, Y, sample_weight, stats_dtype=stats_dtype, **options)

@@ -139,6 +139,18 @@ def whitened_mapped(P, stats, **options):
     return _expand(stats.y, (_reduce(stats.x, P) @ A) @ B)
 
 
+def _safe_dtype(dtype, *arrays):
+    """``dtype``, or float64 where float32 products of these arrays could overflow or
+    underflow (entries beyond 1e9 or below 1e-9 in size)."""
+    if np.dtype(dtype) == np.float64:
+        return dtype
+    peaks = [float(np.abs(a).max(initial=0.0)) for a in arrays]
+    nonzero = [p for p in peaks if p > 0]
+    if nonzero and (max(nonzero) > 1e9 or min(nonzero) < 1e-9):
+        return np.float64
+    return dtype
+
+
 def _unit(L):
     # Q has orthonormal columns: a row's norm is its norm in the reduced coordinates.
     return L / np.maximum(np.linalg.norm(L, axis=1, keepdims=True), np.finfo(float).tiny)
@@ -161,6 +173,7 @@ def whitened_held_products(split, stats, *, normalize, center, dtype=np.float64,
     reduced coordinates: with ``W = Q_x A B Q_y^T`` on the kept bases,
     ``P W Y_h^T = (L_p A B) L_h^T`` over the kept blocks.  ``dtype``: the precision of
     the solve (see :func:`~.row_space.thin_whitened`)."""
+    dtype = _safe_dtype(dtype, stats.x.L, stats.y.L)
     (A, B), _ = thin_whitened(stats, factored=True, dtype=dtype, **options)
     mean_x, mean_y = held_offset(split, normalize, center)
     kx, ky = A.shape[0], B.shape[1]
@@ -184,6 +197,7 @@ def procrustes_held_products(split, stats, mean_x, *, allow_reflection, dtype=np
     None where only the formed map can say, as in :func:`procrustes_mapped`.
     """
     x, y = stats.x, stats.y
+    dtype = _safe_dtype(dtype, x.L, y.L, split.held_x, split.held_y)
     Lx, Ly = x.L.astype(dtype, copy=False), y.L.astype(dtype, copy=False)
     Uk, S, Vkt = _svd(Lx.T @ Ly)
     rtol = _RTOL if np.dtype(dtype) == np.float64 else 1e-6
