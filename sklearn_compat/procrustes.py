@@ -98,28 +98,31 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     Parameters
     ----------
     center : "auto" or bool, default="auto"
-        Subtract the (weighted) column means of X and Y before solving and add Y's mean
-        back in ``transform`` (which stays a faithful map into Y's space).  No fixed
-        setting is right for every pair of models: centring rescues anisotropic models,
-        whose embeddings share one common direction (multilingual-e5-small -> MiniLM:
-        paired top-1 0.115 uncentred, 0.973 centred), and costs on others (MNIST cnn ->
-        mlp features: 0.385 uncentred, 0.372 centred).  ``"auto"`` decides at ``fit``,
-        with ``scale``, by what a user measures: every candidate setting is fitted on the
-        training rows less a held-out fold and scored by paired top-1 cosine retrieval
-        (:meth:`score`) on the fold (five folds of up to 1,000 rows below 25,000 rows, one
-        above), and the best is refitted on all rows.  This costs no extra pass over the
-        data: the folds' maps are solved from the statistics of the one pass the fit
-        makes.  When neither X nor Y has a common offset (``n |mean|^2`` below 1 % of the
-        sum of squared deviations) centring and scale change no cosine, and the first
-        candidate, ``center=True, scale="spread"``, is taken unscored.  On the six real
-        pairs of ``benchmarks/alignment_table.py`` the choice was within 0.003 of the best
-        setting and the best on five (benchmarks/RESULTS.md).  ``center_`` holds the
-        choice; ``fit`` warns with :class:`~sklearn_compat._core.auto_settings.
-        AutoSettingWarning` and falls back to ``center=True, scale="spread"`` when there
-        are fewer than 100 rows.  ``True``/``False`` are used as given; ``fit`` then warns
-        with :class:`~sklearn_compat.metrics.AnisotropyWarning` when ``center=False``
-        meets a space whose :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm``
-        exceeds 0.5.  Models saved with an explicit setting keep it when loaded.
+        Subtract the (weighted) column means of X and Y before solving and add Y's mean back in
+        ``transform`` (which stays a faithful map into Y's space).  No fixed setting is right for
+        every pair of models: centring rescues anisotropic models, whose embeddings share one
+        common direction (multilingual-e5-small -> MiniLM: paired top-1 0.115 uncentred, 0.973
+        centred), and costs on others (MNIST cnn -> mlp features: 0.385 uncentred, 0.372
+        centred).  ``"auto"`` decides at ``fit``, with ``scale``, by what a user measures: every
+        candidate setting is fitted on the training rows less a held-out fold and scored by paired
+        top-1 cosine retrieval (:meth:`score`) on the fold (five folds of up to 1,000 rows below
+        25,000 rows, one above), and the best is refitted on all rows.  This costs no extra pass
+        over the data: the folds' maps are solved from the statistics of the one pass the fit makes
+        (their SVDs in float32: they are only scored).  Wide data (fewer rows than columns) are
+        scored on one fold in the row space; from 2,048 columns on with more rows, where one
+        candidate's SVD costs as much as the fit, the candidates are fitted in the row space on a
+        sample of half as many rows as columns (2,000 x 4,096 with an offset: the default 1.5x the
+        thin floor, 20,000 x 4,096: 1.29x the dense floor; benchmarks/RESULTS.md "Wide
+        inputs").  When neither X nor Y has a common offset (``n |mean|^2`` below 1 % of the sum of
+        squared deviations) centring and scale change no cosine, and the first candidate,
+        ``center=True, scale="spread"``, is taken unscored.  On the six real pairs of
+        ``benchmarks/alignment_table.py`` the choice was within 0.003 of the best setting and the
+        best on five (benchmarks/RESULTS.md).  ``center_`` holds the choice; ``fit`` warns with
+        :class:`~sklearn_compat._core.auto_settings.AutoSettingWarning` and falls back to
+        ``center=True, scale="spread"`` when there are fewer than 100 rows.  ``True``/``False`` are
+        used as given; ``fit`` then warns with :class:`~sklearn_compat.metrics.AnisotropyWarning`
+        when ``center=False`` meets a space whose :func:`~sklearn_compat.metrics.anisotropy`
+        ``mean_norm`` exceeds 0.5.  Models saved with an explicit setting keep it when loaded.
     scale : "auto", "spread" or bool, default="auto"
         Isotropic scale ``s`` of the map.  ``"spread"``: ``s = ||Y_c||_F / ||X_c||_F``, so
         the mapped rows spread around Y's mean as much as Y's own rows do (``X_c``, ``Y_c``:
