@@ -370,8 +370,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         first, :class:`~._core.wide_choice.SplitRows`): the candidates use the leading
         blocks, the held-out rows are scored in the reduced coordinates, and the final
         fit reuses the factorisation (kept in ``self._split`` for ``_update``)."""
-        every = np.arange(X.shape[0])
-        X, Y = auto_settings.take_rows(X, every), auto_settings.take_rows(Y, every)
+        X, Y = auto_settings.all_rows(X), auto_settings.all_rows(Y)
         w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
         folds = auto_settings.holdout_folds(len(X), self.random_state)
         if folds is None:

@@ -264,8 +264,7 @@ class WhitenedProcrustesAligner(BaseAligner):
         (no d_x x d_y map is formed), then scored by paired top-1.  Uncentred candidates
         are dropped where the rows they would see have no common offset (centring then
         changes nothing)."""
-        every = np.arange(X.shape[0])
-        X, Y = auto_settings.take_rows(X, every), auto_settings.take_rows(Y, every)
+        X, Y = auto_settings.all_rows(X), auto_settings.all_rows(Y)
         w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
         flat = {
             normalize: auto_settings.negligible_row_offsets(

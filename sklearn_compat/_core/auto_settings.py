@@ -169,6 +169,14 @@ def take_rows(data, rows):
     return out.reshape(-1, 1) if out.ndim == 1 else out
 
 
+def all_rows(data):
+    """Every row as :func:`take_rows` gives them; a float64 numpy array is used as it is
+    (no copy of what may be the largest array of the fit)."""
+    if isinstance(data, np.ndarray) and data.dtype == np.float64 and data.ndim == 2:
+        return data
+    return take_rows(data, np.arange(np.shape(data)[0]))
+
+
 def unit_rows(rows):
     """Rows scaled to unit length in float64, returned in float32 (zero rows stay zero)."""
     rows = np.asarray(rows, dtype=np.float64)
