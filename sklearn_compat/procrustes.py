@@ -111,7 +111,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         (their SVDs in float32: they are only scored).  Wide data (fewer rows than columns) are
         scored on one fold in the row space; from 2,048 columns on with more rows, where one
         candidate's SVD costs as much as the fit, the candidates are fitted in the row space on a
-        sample of half as many rows as columns (2,000 x 4,096 with an offset: the default 1.5x the
+        sample of half as many rows as columns (2,000 x 4,096 with an offset: the default 1.4x the
         thin floor, 20,000 x 4,096: 1.29x the dense floor; benchmarks/RESULTS.md "Wide
         inputs").  When neither X nor Y has a common offset (``n |mean|^2`` below 1 % of the sum of
         squared deviations) centring and scale change no cosine, and the first candidate,
