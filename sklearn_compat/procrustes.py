@@ -291,31 +291,13 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         if sample is not None:
             # Wide solves, more rows than columns: candidates scored in the row space on a
             # sample of rows, the chosen setting fitted on every row.
-            auto_settings.resolve_by_refit(
-                self,
-                X,
-                Y,
-                {"center": "center_", "scale": "scale_mode_"},
-                [{"center": c, "scale": s} for c, s in candidates],
-                {"center": candidates[0][0], "scale": candidates[0][1]},
-                sample_weight=sample_weight,
-                chooser=auto_settings.sampled_chooser(self._choose_wide, sample),
-            )
+            self._resolve_in_row_space(X, Y, sample_weight, candidates, sample=sample)
             self.__dict__.pop("_split", None)
             return super()._update(X, Y, sample_weight, reset=True)
         if is_wide(X, Y, sample_weight):
             # Fewer rows than dimensions: no (d_x, d_y) statistic is formed, so the
             # candidates are scored by row-space fits on the kept rows.
-            auto_settings.resolve_by_refit(
-                self,
-                X,
-                Y,
-                {"center": "center_", "scale": "scale_mode_"},
-                [{"center": c, "scale": s} for c, s in candidates],
-                {"center": candidates[0][0], "scale": candidates[0][1]},
-                sample_weight=sample_weight,
-                chooser=self._choose_wide,
-            )
+            self._resolve_in_row_space(X, Y, sample_weight, candidates)
             split = self.__dict__.pop("_split", None)
             if split is None:
                 return super()._update(X, Y, sample_weight, reset=True)
@@ -363,6 +345,23 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         self._moments_state = vars(moments).copy()
         self.n_samples_seen_ = n_rows
         return self
+
+    def _resolve_in_row_space(self, X, Y, sample_weight, candidates, sample=None):
+        """Set ``center_``, ``scale_mode_`` (and ``auto_scores_``) from row-space fits of
+        the candidates, on the rows ``sample`` only when given."""
+        chooser = self._choose_wide
+        if sample is not None:
+            chooser = auto_settings.sampled_chooser(chooser, sample)
+        auto_settings.resolve_by_refit(
+            self,
+            X,
+            Y,
+            {"center": "center_", "scale": "scale_mode_"},
+            [{"center": c, "scale": s} for c, s in candidates],
+            {"center": candidates[0][0], "scale": candidates[0][1]},
+            sample_weight=sample_weight,
+            chooser=chooser,
+        )
 
     def _choose_wide(self, options, X, Y, sample_weight):
         """``"auto"`` on wide data: one held-out fold, one row-space solve per centring on

@@ -99,11 +99,16 @@ class SplitRows:
         return KeptRows.of_sides(self.x, self.y, self.weights)
 
 
+def _reduced_mean(raw, weights, normalize):
+    """The weighted mean of a side's rows (unit rows with ``normalize``), reduced coordinates."""
+    return weights @ (_unit(raw.L) if normalize else raw.L) / weights.sum()
+
+
 def _candidate_side(raw, weights, *, normalize, center):
     L = _unit(raw.L) if normalize else raw.L
     mean = np.zeros(L.shape[1])
     if center:
-        mean = weights @ L / weights.sum()
+        mean = weights @ L / weights.sum()  # = _reduced_mean, L already prepared
         L = L - mean
     L = L * np.sqrt(weights)[:, None]
     full_mean = raw.lift(mean) if center else np.zeros(raw.width)
@@ -160,11 +165,8 @@ def held_offset(split, normalize, center):
     """The candidate's reduced means ``(m_x, m_y)`` (zeros uncentred) of the kept rows."""
     if not center:
         return 0.0, 0.0
-    sides = (split.kept.x, split.kept.y)
-    return tuple(
-        split.kept.weights @ (_unit(s.L) if normalize else s.L) / split.kept.weights.sum()
-        for s in sides
-    )
+    kept = split.kept
+    return tuple(_reduced_mean(side, kept.weights, normalize) for side in (kept.x, kept.y))
 
 
 def whitened_held_products(split, stats, *, normalize, center, dtype=np.float64, **options):
