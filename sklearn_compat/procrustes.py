@@ -332,7 +332,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
                 "held-out slice",
                 f"center={choice[0]}, scale={choice[1]!r}",
             )
-        elif moments.sq_x <= 0 or moments.sq_y <= 0:
+        elif auto_settings.constant_side(moments):
             auto_settings.warn_undecided(
                 type(self).__name__,
                 "every column of X or of Y is constant",

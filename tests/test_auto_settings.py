@@ -125,6 +125,21 @@ def test_constant_columns_warn(rng):
         OrthogonalProcrustesAligner().fit(X, Y)
 
 
+def test_constant_columns_warn_through_rounding(rng):
+    # A GPU's reductions leave a unit in the last place where the CPU's cancel exactly:
+    # the same constant columns, every other row one float32 ulp up, still warn.
+    X = np.tile(rng.normal(size=(1, 5)), (300, 1)).astype(np.float32) + np.float32(1.0)
+    X[::2] = np.nextafter(X[::2], np.float32(np.inf))
+    Y = rng.normal(size=(300, 5)).astype(np.float32)
+    with pytest.warns(AutoSettingWarning, match="every column of X or of Y is constant"):
+        OrthogonalProcrustesAligner().fit(X, Y)
+    # Columns with a spread a thousand ulps wide are data, not rounding.
+    X[::2] += 1000 * np.spacing(X[::2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutoSettingWarning)
+        OrthogonalProcrustesAligner().fit(X, Y)
+
+
 def test_partial_fit_resolves_on_the_first_batch(rng):
     X, Y = _anisotropic_pair(rng, n=900)
     aligner = OrthogonalProcrustesAligner().partial_fit(X[:600], Y[:600])

@@ -368,8 +368,12 @@ def test_blockwise_equals_unblocked(rng, similarity):
     full = enc.transform(X)
     tiny = enc._relative(X, budget=1)  # one row per block
     several = enc._relative(X, budget=10 * (6 + 14) * 8)  # ten rows per block
-    np.testing.assert_allclose(tiny, full, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(several, full, rtol=1e-12, atol=1e-12)
+    # A distance near zero (an anchor against itself) is the square root of a cancelled
+    # difference: another blocking may sum it in another order (cuBLAS does), which moves
+    # it by up to about sqrt(eps64) times the rows' norm.  Other entries agree to 1e-12.
+    atol = 1e-6 if similarity == "euclidean" else 1e-12
+    np.testing.assert_allclose(tiny, full, rtol=1e-12, atol=atol)
+    np.testing.assert_allclose(several, full, rtol=1e-12, atol=atol)
 
 
 @pytest.mark.parametrize("normalize", [None, "standard", "l2"])
@@ -524,7 +528,10 @@ def test_cuda_matches_cpu(rng, similarity):
     cpu.set_params(random_state=0).fit(X)
     gpu = clone(cpu).set_params(device="cuda").fit(X)
     np.testing.assert_array_equal(gpu.anchor_indices_, cpu.anchor_indices_)
-    np.testing.assert_allclose(gpu.transform(X), cpu.transform(X), rtol=1e-4, atol=1e-4)
+    # Euclidean distances near zero carry sqrt(eps32) times the spread (see the float32
+    # test above): measured 1e-3 on an H200 where the CPU's clamp gives exactly 0.
+    atol = 3e-3 if similarity == "euclidean" else 1e-4
+    np.testing.assert_allclose(gpu.transform(X), cpu.transform(X), rtol=1e-4, atol=atol)
     param = RelativeAnchorEncoder(
         n_anchors=8, anchors="param", similarity=similarity, max_epochs=2, device="cuda"
     ).fit(X, parallel=[np.tanh(X)])

@@ -233,6 +233,22 @@ def negligible_offsets(moments, share=0.01):
     )
 
 
+def constant_side(moments):
+    """Whether every column of X, or every column of Y, is constant to rounding.
+
+    The centred sums of squares of constant columns are zero only where the shift and the
+    mean were rounded alike; a GPU's reductions leave a few units in the last place of
+    float32 (the precision the products run in), so a side counts as constant when its
+    spread about the mean is below 8 float32 units of its size.
+    """
+    bound = (8 * np.finfo(np.float32).eps) ** 2
+    w = moments.weight
+    return bool(
+        moments.sq_x <= bound * (moments.sq_x + w * float(moments.mean_x @ moments.mean_x))
+        or moments.sq_y <= bound * (moments.sq_y + w * float(moments.mean_y @ moments.mean_y))
+    )
+
+
 def negligible_row_offsets(X, Y, weights=None):
     """:func:`negligible_offsets` of rows in memory (float64 numpy, ``weights`` or None)."""
     w = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=np.float64)

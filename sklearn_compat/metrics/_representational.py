@@ -86,7 +86,11 @@ def _leading_basis(T, keep_variance):
     """Orthonormal basis (n, r) of the fewest principal directions holding the variance."""
     U, S, _ = torch.linalg.svd(T, full_matrices=False)
     energy = torch.cumsum(S**2, dim=0) / (S**2).sum()
-    wanted = int(torch.searchsorted(energy, torch.tensor(keep_variance - 1e-12, dtype=S.dtype)))
+    wanted = int(
+        torch.searchsorted(
+            energy, torch.tensor(keep_variance - 1e-12, dtype=S.dtype, device=S.device)
+        )
+    )
     # Directions of numerically zero variance are arbitrary: never keep them.
     numerical_rank = int((S > S[0] * torch.finfo(S.dtype).eps * max(T.shape)).sum())
     return U[:, : min(wanted + 1, numerical_rank)]

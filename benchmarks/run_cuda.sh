@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The GPU checks in one go, for a lent CUDA machine: the `cuda` tests, then every benchmark
+# that takes `--device cuda`, at the sizes benchmarks/RESULTS.md names, most important first.
+# Each step gets its own time limit and the whole run a deadline, so one slow step costs only
+# itself.  Logs go to $LOGDIR (default ./cuda-logs).
+#
+#     bash benchmarks/run_cuda.sh [SECONDS]     # deadline, default 540
+#
+# The lent machines have torch, scikit-learn, pandas and pyarrow but not skorch (a core
+# dependency) nor the optional skops, faiss, Dask, LanceDB or Chroma: bring skorch's wheel
+# (and skops' for the CLI tests), `pip install --no-deps --target DIR` them and put DIR and
+# the checkout on PYTHONPATH; tests of the others skip or fail on the import.  All steps took about 13 minutes of device time on an H200
+# (2026-11-26), against a session's 15: send the first four, then the rest if time is left.
+set -u
+DEADLINE=$((SECONDS + ${1:-540}))
+LOGDIR=${LOGDIR:-cuda-logs}
+PY=${PYTHON:-python3}
+mkdir -p "$LOGDIR"
+export PYTHONUNBUFFERED=1
+
+step() {  # step NAME LIMIT COMMAND...
+    local name=$1 limit=$2
+    shift 2
+    local left=$((DEADLINE - SECONDS - 5))
+    if ((left < 15)); then
+        echo "== $name: skipped (deadline)" | tee -a "$LOGDIR/summary.log"
+        return
+    fi
+    ((limit > left)) && limit=$left
+    echo "== $name (limit ${limit}s): $*" | tee -a "$LOGDIR/bench.log"
+    local start=$SECONDS
+    # SIGINT: a step stopped at its limit prints the traceback of where it was.
+    timeout -s INT "$limit" "$@" >>"$LOGDIR/bench.log" 2>&1
+    local rc=$?
+    echo "== $name: rc=$rc in $((SECONDS - start)) s" | tee -a "$LOGDIR/summary.log" "$LOGDIR/bench.log"
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$LOGDIR/summary.log" 2>&1
+$PY -c "import torch, sklearn, numpy; print('torch', torch.__version__, 'sklearn',
+sklearn.__version__, 'numpy', numpy.__version__, torch.cuda.get_device_name())" \
+    >>"$LOGDIR/summary.log" 2>&1
+
+step cuda-tests 60 $PY -m pytest -m cuda -q -p no:cacheprovider tests/test_cuda.py \
+    tests/test_judged.py tests/test_metrics.py tests/test_query_scale.py tests/test_relative.py
+# The whole suite with a GPU present: every device="auto" default then runs on CUDA.
+step suite 200 $PY -m pytest -q -p no:cacheprovider -p no:benchmark -n 14 --tb=short -rfE tests
+step procrustes 90 $PY benchmarks/bench_procrustes.py --device cuda --n 1000000 --d 1024 --no-scipy
+step lambda 150 $PY benchmarks/bench_lambda.py --n 1000000 --d 1024 --epochs 1 --device cuda \
+    --skorch-epochs 1 --repeats 1
+step relative 120 $PY benchmarks/bench_relative.py --device cuda --n 1000000 --d 1024 --m 512 \
+    --repeats 2
+step affine 40 $PY benchmarks/bench_affine.py --device cuda
+step metrics 30 $PY benchmarks/metrics_speed.py --n 100000 --no-reference --skip-map --device cuda
+step lambda-path 100 $PY benchmarks/bench_lambda_path.py --synthetic --n 200000 --d 512 \
+    --device cuda
+exit 0
