@@ -475,3 +475,31 @@ def test_booleans_are_refused_as_numbers(name, value):
     X, Y = _rotation_pair(50, 3)
     with pytest.raises(ValueError, match=rf"'{name}' parameter of LambdaOrthAligner must be"):
         LambdaOrthAligner(max_epochs=1).set_params(**{name: value}).fit(X, Y)
+
+
+def test_divergence_guard_reads_its_level_from_a_sample(rng):
+    # The guard's starting level comes from an even sample of large training sets (a fixed
+    # few dozen batches, not a third of an epoch): it must match the level over every row.
+    from sklearn_compat._lambda import training
+    from sklearn_compat._lambda.adapter import AffineAdapter
+
+    n, d = 4 * training._LIMIT_ROWS, 8
+    X = torch.as_tensor(rng.normal(size=(n, d)), dtype=torch.float32)
+    Y = X @ torch.as_tensor(ortho_group.rvs(d, random_state=0), dtype=torch.float32)
+    Y += 0.5 * torch.randn(n, d, generator=torch.Generator().manual_seed(0))
+    # Rows sorted by their loss: the first rows alone would read far too low a level.
+    order = torch.argsort((X - Y).pow(2).sum(dim=1))
+    X, Y = X[order], Y[order]
+    config = training.TrainConfig(
+        lam=1.0, sharpness=10.0, strict=False, alignment_weight=1.0, contrastive_weight=0.1,
+        forward_weight=0.0, temperature=0.1, bidirectional=False, max_epochs=1,
+        batch_size=256, lr=1e-3, n_iter_no_change=1, tol=0.0, verbose=0,
+    )  # fmt: skip
+    objective = training.Objective(config)
+    adapter = AffineAdapter(d, d)
+    sampled = training._divergence_limit(objective, adapter, None, (X, Y, None), None, config)
+    with torch.no_grad():
+        every = training._evaluate(objective, adapter, None, (X, Y, None))
+        zero_map = float(Y.double().pow(2).sum(dim=1).mean())
+    expected = training.DIVERGENCE_FACTOR * max(float(every), zero_map)
+    assert sampled == pytest.approx(expected, rel=0.02)
