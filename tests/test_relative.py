@@ -486,8 +486,8 @@ def test_zero_shot_stitching_on_real_features(mnist_features):
     assert absolute < 0.3
 
 
-def test_default_keeps_the_similarities_for_a_plain_head(mnist_features):
-    # normalize=None by default (issue 22): a plain LogisticRegression head trained on one
+def test_default_unit_rows_for_a_plain_head(mnist_features):
+    # normalize="l2" by default (issue 22): a plain LogisticRegression head trained on one
     # network's relative vectors classifies another network's, which it never saw.
     from sklearn.linear_model import LogisticRegression
 
@@ -495,14 +495,28 @@ def test_default_keeps_the_similarities_for_a_plain_head(mnist_features):
     train, test, y = d["train_idx"], d["test_idx"], d["labels"]
     strong, other = d["cnn_s0"], d["cnn_s1"]
     enc = RelativeAnchorEncoder(random_state=0).fit(strong[train])
-    assert enc.normalize is None and not hasattr(enc, "output_mean_")
+    assert enc.normalize == "l2" and not hasattr(enc, "output_mean_")
     R = enc.transform(strong[train])
-    # Centred cosines, as they are: bounded by 1 in size, rows not rescaled.
-    assert np.abs(R).max() <= 1 + 1e-6
-    assert np.ptp(np.linalg.norm(R, axis=1)) > 0.1
+    np.testing.assert_allclose(np.linalg.norm(R, axis=1), 1.0, rtol=1e-6)
+    # The unit rows are the centred cosines, rescaled.
+    raw = clone(enc).set_params(normalize=None).fit(strong[train]).transform(strong[train])
+    np.testing.assert_allclose(R, raw / np.linalg.norm(raw, axis=1, keepdims=True), atol=1e-6)
     head = LogisticRegression(max_iter=1000).fit(R, y[train])
     stitched = head.score(enc.rebase(other[train]).transform(other[test]), y[test])
     assert stitched > 0.9
+
+
+def test_default_undoes_a_length_mismatch_between_spaces(rng):
+    # The failure None had on the GloVe pairs: the other space's relative vectors are
+    # longer.  Here a rotated space 3x wider gives dot products 9x larger; unit rows make
+    # the two spaces' vectors of the same items equal again.
+    X = rng.normal(size=(400, 16))
+    Q = ortho_group.rvs(16, random_state=0)
+    enc = RelativeAnchorEncoder(n_anchors=12, similarity="dot", random_state=0).fit(X)
+    other = enc.rebase(3.0 * X @ Q)
+    np.testing.assert_allclose(other.transform(3.0 * X @ Q), enc.transform(X), atol=1e-8)
+    raw = clone(enc).set_params(normalize=None).fit(X)
+    assert not np.allclose(raw.rebase(3.0 * X @ Q).transform(3.0 * X @ Q), raw.transform(X))
 
 
 @pytest.mark.parametrize("similarity", ["wip", "euclidean", "cosine"])

@@ -327,7 +327,7 @@ def _add_encode(sub, parents):
         "--normalize",
         choices=("standard", "l2", "none"),
         help="post-process the encoding: each column standardised with its mean and "
-        "deviation over the rows the anchors were fitted on, unit rows, or none (default)",
+        "deviation over the rows the anchors were fitted on, unit rows (default), or none",
     )
     _add_labels_column(en, "class labels in INPUT, for --anchors stratified")
     en.add_argument(
