@@ -12,8 +12,9 @@ train/test split, prints:
   ``transform(X_test)`` against ``Y_test`` (``score``);
 - ``RelativeAnchorEncoder`` fitted on the old model's train rows and rebased on the new
   model's: 0.1.0's defaults (128 anchors, uncentred, raw), centred with ``n_anchors="auto"``
-  but raw, and the defaults (also ``normalize="standard"``), per seed: paired top-1 of the
-  new model's relative vectors of the test rows against the old model's;
+  but raw, and the defaults (also ``normalize="l2"``, which changes no cosine), per seed:
+  paired top-1 of the new model's relative vectors of the test rows against the old
+  model's;
 - ``AlignedNeighbors`` top-1 over the old test gallery: the 0.1.0 map on the raw gallery by
   cosine, the default map on the raw gallery, the centred gallery by cosine, the defaults
   (centred, CSLS k = 10 with each gallery item's crowding measured among the gallery), and
@@ -135,7 +136,7 @@ def main():
         print(
             f"  RelativeAnchorEncoder seeds {args.seeds}: 0.1.0 defaults (128, uncentred, "
             f"raw) {fmt(rel_old)} | centred, auto={m}, raw {fmt(rel_raw)} | defaults "
-            f"(+ normalize='standard') {fmt(rel_new)} "
+            f"(+ normalize='l2') {fmt(rel_new)} "
             f"({np.mean(rel_new) - np.mean(rel_old):+.3f})"
         )
         print(

@@ -52,7 +52,8 @@ def rms(R):
 
 
 def one_seed(pair, seed):
-    enc = RelativeAnchorEncoder(random_state=seed, device="cpu").fit(pair["Y_train"])
+    enc = RelativeAnchorEncoder(random_state=seed, normalize=None, device="cpu")
+    enc.fit(pair["Y_train"])
     other = enc.rebase(pair["X_train"])
     RY = enc.transform(pair["Y_train"]).astype(np.float64)
     RX = other.transform(pair["X_train"]).astype(np.float64)

@@ -45,7 +45,10 @@ PAIRS = {
 
 # (label, encoder parameters); every row shares n_anchors and the head recipe.
 CONFIGS = [
-    ("random + cosine (original recipe)", dict(anchors="random", similarity="cosine")),
+    (
+        "random + cosine (original recipe)",
+        dict(anchors="random", similarity="cosine", normalize=None),
+    ),
     (
         "random + cosine, standardised",
         dict(anchors="random", similarity="cosine", normalize="standard"),
