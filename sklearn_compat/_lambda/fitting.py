@@ -394,7 +394,7 @@ def _float32_prescale(A, name, rescale):
     overflow or underflow on it, else 1.0; refuses when ``rescale`` is off."""
     if A.dtype == np.float32 or A.size == 0:
         return 1.0  # float32 input is already representable; the kernels handle its scale
-    peak = float(np.abs(A).max())
+    peak = max(float(A.max()), -float(A.min()))  # no |A| temporary of A's size
     if peak == 0 or _FLOAT32_SAFE[0] <= peak <= _FLOAT32_SAFE[1]:
         return 1.0
     if not rescale:

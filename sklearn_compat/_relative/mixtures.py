@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .._core.backend import to_numpy, to_torch, torch_generator
-from .._core.ranking import safe_row_norms
+from .._core.ranking import scaled_row_norms
 from .similarity import torch_similarity
 
 __all__ = ["DEFAULT_LOSS_WEIGHTS", "initial_logits", "train_mixture"]
@@ -90,7 +90,7 @@ def _barlow(Rb, Rc):
 
 
 def _unit(R):
-    return R / torch.clamp(safe_row_norms(R), min=1e-12)
+    return R / torch.clamp(scaled_row_norms(R), min=1e-12)
 
 
 def _uniformity(u):

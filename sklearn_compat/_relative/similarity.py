@@ -21,7 +21,7 @@ import torch
 from sklearn.covariance import ledoit_wolf_shrinkage, oas
 
 from .._core.backend import to_torch
-from .._core.ranking import l2_normalize, safe_row_norms
+from .._core.ranking import l2_normalize, safe_row_norms, scaled_l2_normalize
 
 __all__ = [
     "SIMILARITIES",
@@ -211,7 +211,8 @@ def torch_similarity(similarity, X, A, mean, L):
     if similarity == "wip":
         return ((X - mean) @ L) @ ((A - mean) @ L).T
     if similarity == "cosine":
-        return l2_normalize(X) @ l2_normalize(A).T
+        # Training steps: differentiable and without a host synchronisation per step.
+        return scaled_l2_normalize(X) @ scaled_l2_normalize(A).T
     if similarity == "dot":
         return X @ A.T
     sq = (X * X).sum(1)[:, None] + (A * A).sum(1)[None, :] - 2.0 * X @ A.T
