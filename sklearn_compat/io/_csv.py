@@ -11,7 +11,7 @@ from ._table_reader import Batch, TableReader, _check_extra, _missing_id_column
 
 __all__ = ["CsvReader"]
 
-# pandas 2's default float parser ("high") misreads about half of all 17-digit float64
+# pandas 2's default float parser ("high") misreads more than half of 17-digit float64
 # values by one unit in the last place; its round-trip parser reads every value exactly.
 # pandas 3 parses exactly by default and deprecates the option.
 _EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
