@@ -47,6 +47,21 @@ OPTIONS = [None, "l2", "standard"]
 TOLERANCE = 0.01
 
 
+def labelled_pair_groups(names=None, root=None):
+    """``[(group, [(name, pair)])]`` of the pairs with class labels (a head needs them),
+    those whose name contains one of ``names`` when given; empty groups left out."""
+    groups = []
+    for group, pairs in load_all_pairs(root).items():
+        pairs = [
+            (n, p)
+            for n, p in pairs
+            if "labels_train" in p and (not names or any(s in n for s in names))
+        ]
+        if pairs:
+            groups.append((group, pairs))
+    return groups
+
+
 def make_head(kind):
     lr = LogisticRegression(max_iter=1000)
     return lr if kind == "lr" else make_pipeline(StandardScaler(), lr)
@@ -135,14 +150,7 @@ def main(argv=None):
     start = time.perf_counter()
     out = {}
     with threadpool_limits(limits=args.threads):
-        for group, pairs in load_all_pairs(args.pairs_root).items():
-            pairs = [
-                (n, p)
-                for n, p in pairs
-                if "labels_train" in p and (not args.pairs or any(s in n for s in args.pairs))
-            ]
-            if not pairs:
-                continue
+        for group, pairs in labelled_pair_groups(args.pairs, args.pairs_root):
             results = {}
             for name, pair in pairs:
                 results[name] = measure(pair, args.seeds, args.heads, args.n_anchors)

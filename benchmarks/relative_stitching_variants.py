@@ -37,7 +37,7 @@ from threadpoolctl import threadpool_limits
 from sklearn_compat import RelativeAnchorEncoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from alignment_table import load_all_pairs  # noqa: E402
+from relative_stitching import labelled_pair_groups  # noqa: E402
 
 VARIANTS = ["None", "l2", "rms1", "xmatch", "xrow", "colmatch", "colmean", "colmean_scale"]
 TOLERANCE = 0.01
@@ -91,14 +91,7 @@ def main(argv=None):
     start = time.perf_counter()
     cols = [*VARIANTS, "cv rule"]
     with threadpool_limits(limits=args.threads):
-        for group, pairs in load_all_pairs().items():
-            pairs = [
-                (n, p)
-                for n, p in pairs
-                if "labels_train" in p and (not args.pairs or any(s in n for s in args.pairs))
-            ]
-            if not pairs:
-                continue
+        for group, pairs in labelled_pair_groups(args.pairs):
             print(f"\n### {group}\n")
             print("| pair | " + " | ".join(cols) + " | Y cv | X rms / Y rms |")
             print("|---" * (len(cols) + 3) + "|")
