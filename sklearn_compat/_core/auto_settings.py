@@ -37,6 +37,7 @@ from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import _check_sample_weight
 from threadpoolctl import threadpool_limits
 
+from ..exceptions import AutoSettingWarning
 from .backend import is_dask_collection
 
 __all__ = [
@@ -67,10 +68,6 @@ LARGE_N = 25000
 #: 20,000 rows as long): one held-out fold, and whitening candidates solved in float32
 #: (a score, not the map: the chosen setting is refitted in float64).
 WIDE_SOLVE = 2048
-
-
-class AutoSettingWarning(UserWarning):
-    """``"auto"`` could not decide from the data and used the documented fallback."""
 
 
 def resolve(value, fitted_name, estimator, default):

@@ -26,11 +26,9 @@ import warnings
 
 import numpy as np
 
+from ..exceptions import UnderdeterminedFitWarning
+
 __all__ = ["UnderdeterminedFitWarning", "pairs_needed", "warn_if_few_pairs"]
-
-
-class UnderdeterminedFitWarning(UserWarning):
-    """A map was fitted on fewer pairs than the widths of the two spaces need."""
 
 
 def _centred(estimator):

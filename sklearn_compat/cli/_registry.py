@@ -14,6 +14,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
+from ..exceptions import NotAvailable
 from ..io._common import InputError
 
 __all__ = [
@@ -26,10 +27,6 @@ __all__ = [
     "build_method",
     "load",
 ]
-
-
-class NotAvailable(InputError):
-    """A method or metric this build of sklearn_compat does not have."""
 
 
 def load(module, name, what):

@@ -5,6 +5,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..exceptions import InputError
+
 __all__ = [
     "InputError",
     "ColumnSpec",
@@ -43,33 +45,6 @@ STORES = ("lance", "chroma")
 
 # Compressed CSV endings and the pyarrow codec that reads and writes each one.
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
-
-
-class InputError(ValueError):
-    """Bad input or output given to the I/O layer or the command line.
-
-    The message is one line that names the file and, where it applies, the row (or CSV
-    line) and the column, so a batch script's log says what to fix without a traceback.
-    It subclasses ``ValueError`` so library callers can catch it as one.
-
-    Examples
-    --------
-    >>> from sklearn_compat.io import InputError
-    >>> str(InputError("line 3, column 'e0': not a number: 'x'", path="items.csv"))
-    "items.csv: line 3, column 'e0': not a number: 'x'"
-    >>> isinstance(InputError("bad"), ValueError)
-    True
-    """
-
-    def __init__(self, message, *, path=None):
-        if path is not None:
-            message = f"{path}: {message}"
-        super().__init__(message)
-        self.path = path
-
-
-# Tracebacks and reprs name the public class, where users import it from.
-InputError.__module__ = "sklearn_compat.io"
 
 
 def is_pattern(path):

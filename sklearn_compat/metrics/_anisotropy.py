@@ -25,6 +25,7 @@ from sklearn.utils import check_random_state
 
 from .._core.backend import as_numpy_input, is_dask_collection, resolve_device, to_torch
 from .._core.ranking import check_embeddings, l2_normalize
+from ..exceptions import AnisotropyWarning
 
 __all__ = ["ANISOTROPY_THRESHOLD", "AnisotropyWarning", "anisotropy", "warn_if_anisotropic"]
 
@@ -37,10 +38,6 @@ ANISOTROPY_THRESHOLD = 0.5
 # 1/sqrt(1024) = 0.03 of the full mean, far below the threshold's margin.
 _CHECK_ROWS = 1024
 _CHUNK_ROWS = 65536
-
-
-class AnisotropyWarning(UserWarning):
-    """An estimator setting is known to collapse on the anisotropic data it was fitted on."""
 
 
 def anisotropy(X, *, n_samples=100_000, random_state=None, device="auto"):
