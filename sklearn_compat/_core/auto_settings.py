@@ -1,9 +1,8 @@
 """Settings chosen from the training pairs at ``fit`` (``center="auto"`` and friends).
 
-No fixed centring or scale is right for every pair of models (issue 22, measured on real
-pairs): centring rescues anisotropic models (e5 -> MiniLM: paired top-1 0.12 uncentred,
-0.97 centred) and costs on ordinary ones (WordLlama -> MiniLM: 0.92 uncentred, 0.88
-centred).  So the ``"auto"`` settings are decided by what the user will measure: a slice
+No fixed centring or scale is right for every pair of models: centring rescues anisotropic
+models and costs on ordinary ones (the user guide's :ref:`centring` shows both).  So the
+``"auto"`` settings are decided by what the user will measure: a slice
 of the training rows is held out, each candidate setting is fitted on the other rows and
 scored by paired top-1 cosine retrieval on the held-out rows (the aligners' ``score``);
 the best one is refitted on all rows.  Ties go to the candidate listed first.
