@@ -123,8 +123,8 @@ def lambda_orth_path(
         Relative tolerance of the warm fits' early stopping: an epoch whose monitored loss
         improves on the best by less than ``warm_tol`` times the best (or less than the
         estimator's ``tol``) counts as no improvement.  A warm fit starts next to its
-        optimum and mostly gains minibatch noise after a few epochs; on a real text pair
-        (256-d -> 384-d) ``3e-3`` ended those fits after 3-6 epochs instead of 9-17.  Where
+        optimum and mostly gains minibatch noise after a few epochs, which a small
+        ``warm_tol`` such as ``3e-3`` cuts short.  Where
         the fits travel far (cold fits of a hundred epochs and more), a warm fit stopped
         that early stays short of its ``lam`` and the larger values then reuse it: keep 0
         there.
@@ -137,8 +137,8 @@ def lambda_orth_path(
         the fit, elsewhere its usual patience does.  The first fit is then no longer the
         cold fit of GridSearchCV.  It pays where fits settle at once and misleads where
         one slides along its wall for long; see
-        the Notes (Text pairs) of :class:`~sklearn_compat.LambdaOrthAlignerCV` for both cases
-        measured.  Walking downwards it has no effect.
+        the Notes (Text pairs) of :class:`~sklearn_compat.LambdaOrthAlignerCV`.  Walking
+        downwards it has no effect.
     secant : bool, default=True
         Walking upwards, start each fit (from the third on) at the secant prediction
         through the last two fits, ``W_k + beta (W_k - W_{k-1})`` with ``beta`` the ratio
