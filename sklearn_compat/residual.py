@@ -34,7 +34,9 @@ class ResidualAdapterAligner(LambdaOrthAligner):
     ``W``, so ``lam`` keeps its meaning.  ``hidden=0`` is exactly
     :class:`LambdaOrthAligner`.
 
-    Read the parameters of :class:`LambdaOrthAligner` for everything but ``hidden``.
+    Every parameter but ``hidden`` means what it means for :class:`LambdaOrthAligner`;
+    the three below are restated for their defaults.  ``warm_start`` continues from the
+    previous fit's linear part; the MLP starts again from zero.
 
     Parameters
     ----------
@@ -49,9 +51,6 @@ class ResidualAdapterAligner(LambdaOrthAligner):
         keeps the one with the better held-out paired top-1 (``center_``).  Choosing costs
         the two short runs on top of the fit; how the choice compares with the better
         explicit setting on real pairs: :ref:`benchmarks`.
-    **other parameters
-        As for :class:`LambdaOrthAligner`.  ``warm_start`` continues from the previous
-        fit's linear part; the MLP starts again from zero.
 
     Attributes
     ----------
