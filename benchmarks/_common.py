@@ -58,7 +58,7 @@ def add_json_arguments(parser, name):
 def limit_threads(threads):
     """Limit torch's and the BLAS libraries' threads to ``threads`` (None: leave them).
 
-    Returns the threadpoolctl limiter (keep a reference while it should hold) or None.
+    The limits hold for the rest of the process; the threadpoolctl limiter is returned.
     """
     if threads is None:
         return None
