@@ -101,6 +101,17 @@ def time_interleaved(candidates, repeats, *, device=None, warmup=True):
     return times
 
 
+def best_time(function, repeats, *, device=None):
+    """(best seconds over ``repeats`` calls, the last call's result)."""
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = function()
+        synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
 def best_and_median(seconds):
     """(best, median) of a list of timings."""
     return min(seconds), statistics.median(seconds)

@@ -9,22 +9,12 @@ time, the ratio against AffineAligner, and how far each map is from lstsq's.
 """
 
 import argparse
-import time
 
 import _common
 import numpy as np
 from sklearn.linear_model import Ridge
 
 from sklearn_compat import AffineAligner
-
-
-def timed(function, repeats):
-    best, result = np.inf, None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = function()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def make_pair(rows, dim, kappa, seed=0):
@@ -56,12 +46,14 @@ def main(argv=None):
         A = np.hstack([X64, np.ones((len(X64), 1))])
         return np.linalg.lstsq(A, Y64, rcond=None)[0][:-1]
 
-    t_ours, ours = timed(lambda: AffineAligner(device=args.device).fit(X, Y), args.repeats)
-    t_lstsq, W_lstsq = timed(lstsq, args.repeats)
-    t_ridge_ours, ridge_ours = timed(
+    t_ours, ours = _common.best_time(
+        lambda: AffineAligner(device=args.device).fit(X, Y), args.repeats
+    )
+    t_lstsq, W_lstsq = _common.best_time(lstsq, args.repeats)
+    t_ridge_ours, ridge_ours = _common.best_time(
         lambda: AffineAligner(alpha=args.alpha, device=args.device).fit(X, Y), args.repeats
     )
-    t_ridge, ridge = timed(
+    t_ridge, ridge = _common.best_time(
         lambda: Ridge(alpha=args.alpha, solver="cholesky").fit(X64, Y64), args.repeats
     )
 
