@@ -40,7 +40,6 @@ ORDER = [
     "relative",
     "relative_stitching",
     "cli_transform",
-    "cli_layouts",
     "store_transform",
     "retraining",
     "mixed_models",
