@@ -39,6 +39,7 @@ ORDER = [
     "query_path",
     "relative",
     "relative_stitching",
+    "relative_stitching_variants",
     "cli_transform",
     "store_transform",
     "retraining",
