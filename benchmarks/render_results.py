@@ -37,6 +37,7 @@ ORDER = [
     "metrics_speed",
     "query_latency",
     "query_path",
+    "query_path_pairs",
     "relative",
     "relative_stitching",
     "relative_stitching_variants",
