@@ -29,6 +29,7 @@ ORDER = [
     "lambda",
     "lambda_path",
     "lambda_path_text",
+    "lambda_fold_batching",
     "alignment_table",
     "defaults",
     "refined_rounds",
