@@ -1,11 +1,10 @@
 """Settings chosen from the training pairs at ``fit`` (``center="auto"`` and friends).
 
-No fixed centring or scale is right for every pair of models (issue 22, measured on real
-pairs): centring rescues anisotropic models (e5 -> MiniLM: paired top-1 0.12 uncentred,
-0.97 centred) and costs on ordinary ones (WordLlama -> MiniLM: 0.92 uncentred, 0.88
-centred).  So the ``"auto"`` settings are decided by held-out paired top-1
-(:mod:`.holdout`): each candidate setting is fitted on the kept rows and scored on the
-held-out ones; the best one is refitted on all rows.  Ties go to the candidate listed first.
+No fixed centring or scale is right for every pair of models: centring rescues anisotropic
+models and costs on ordinary ones (the user guide's :ref:`centring` shows both).  So the
+``"auto"`` settings are decided by held-out paired top-1 (:mod:`.holdout`): each
+candidate setting is fitted on the kept rows and scored on the held-out ones; the best
+one is refitted on all rows.  Ties go to the candidate listed first.
 
 This module resolves an estimator's ``"auto"`` parameters (:func:`resolve_by_refit`) with
 one of the choosers: :func:`~.refit_choice.choose_by_refit` by default,
