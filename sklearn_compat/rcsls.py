@@ -13,10 +13,10 @@ from ._core import auto_choice, refit_choice
 from ._core.backend import resolve_device, to_torch
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
+from ._core.polar import procrustes_from_cross
 from ._core.ranking import paired_ranks
 from ._core.rcsls import clip_spectral_norm, rcsls_loss_and_gradient
 from ._core.validation import pick_target, stack_unpaired
-from .procrustes import procrustes_from_cross
 
 __all__ = ["RCSLSAligner"]
 
