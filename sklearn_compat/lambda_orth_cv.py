@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import as_numpy_input
 from ._core.base import BaseAligner
-from ._core.validation import pick_target
+from ._core.validation import pick_target, refuse_bool_params
 from ._lambda.path import PATH_CONSTRAINTS, aligner_at, check_lams, walk_lams
 from .lambda_orth import LambdaOrthAligner
 from .metrics import make_retrieval_scorer
@@ -506,21 +506,21 @@ class LambdaOrthAlignerCV(BaseAligner):
         return tags
 
 
-@validate_params(
-    {
-        "X": ["array-like"],
-        "Y": ["array-like"],
-        "lams": ["array-like"],
-        "estimator": "no_validation",
-        "labels": ["array-like", None],
-        **PATH_CONSTRAINTS,
-        "secant": ["boolean"],
-        "coef_init": [tuple, None],
-        "error_score": [StrOptions({"raise"}), Real],
-        "verbose": ["verbose"],
-    },
-    prefer_skip_nested_validation=True,
-)
+_PATH_PARAMETER_CONSTRAINTS = {
+    "X": ["array-like"],
+    "Y": ["array-like"],
+    "lams": ["array-like"],
+    "estimator": "no_validation",
+    "labels": ["array-like", None],
+    **PATH_CONSTRAINTS,
+    "secant": ["boolean"],
+    "coef_init": [tuple, None],
+    "error_score": [StrOptions({"raise"}), Real],
+    "verbose": ["verbose"],
+}
+
+
+@validate_params(_PATH_PARAMETER_CONSTRAINTS, prefer_skip_nested_validation=True)
 def lambda_orth_path(
     X,
     Y,
@@ -671,6 +671,10 @@ def lambda_orth_path(
     >>> bool(np.mean((Z - Y) ** 2) < np.mean((X @ path.coefs[0] + path.intercepts[0] - Y) ** 2))
     True
     """
+    walking = {"warm_n_iter_no_change": warm_n_iter_no_change, "warm_tol": warm_tol}
+    refuse_bool_params(
+        {**walking, "error_score": error_score}, _PATH_PARAMETER_CONSTRAINTS, "lambda_orth_path"
+    )
     if estimator is None:
         estimator = LambdaOrthAligner()
     elif not isinstance(estimator, LambdaOrthAligner):

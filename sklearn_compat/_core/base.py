@@ -30,6 +30,7 @@ from .backend import (
 from .ranking import paired_topk_share
 from .validation import (
     FLOAT_DTYPES,
+    NumbersNotBoolsMixin,
     check_target_width,
     pick_target,
     raise_not_finite,
@@ -38,7 +39,7 @@ from .validation import (
 __all__ = ["BaseAligner"]
 
 
-class BaseAligner(TransformerMixin, BaseEstimator):
+class BaseAligner(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
     """Common machinery of the estimators that map X's space into Y's space.
 
     Subclasses implement ``fit`` and set ``W_`` (d_x, d_y); a subclass whose map is affine

@@ -14,7 +14,6 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core.backend import resolve_device
-from .._core.validation import refuse_bool_numbers
 from .fitting import (
     FittedMap,
     StartMap,
@@ -69,8 +68,7 @@ def walk_lams(
     """:func:`~sklearn_compat.lambda_orth_cv.lambda_orth_path` for a checked
     ``LambdaOrthAligner`` (never modified): prepare the rows once, walk the grid."""
     settings = clone(estimator)  # a RandomState instance is copied, not consumed
-    settings._validate_params()
-    refuse_bool_numbers(settings)
+    settings._validate_params()  # a bool given for a number is refused too
     # fit_intercept="auto" is decided once on these rows, as the estimator's fit would.
     settings._resolve_intercept(X, Y, labels)
     X, Y = settings._validate_pair(X, Y, reset=True)
