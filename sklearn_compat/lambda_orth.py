@@ -21,7 +21,7 @@ from ._core import auto_choice, refit_choice
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
-from ._core.validation import pick_target, refuse_bool_numbers
+from ._core.validation import pick_target
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import (
     StartMap,
@@ -357,7 +357,6 @@ class LambdaOrthAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
-        refuse_bool_numbers(self)
         warm = bool(self.warm_start) and hasattr(self, "W_")
         if warm and self.bidirectional and not hasattr(self, "forward_W_"):
             raise ValueError(

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._core.backend import resolve_device, to_numpy, to_torch
 from ._core.knn import crowding, rowwise, search
 from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
+from ._core.validation import NumbersNotBoolsMixin
 from ._neighbors_index import DEFAULT_PARAMS, FaissGallery
 from ._neighbors_policy import query_comparison_form, query_csls_k
 
@@ -29,7 +30,7 @@ def _final_step(aligner):
     return aligner[-1] if isinstance(aligner, Pipeline) else aligner
 
 
-class AlignedNeighbors(BaseEstimator):
+class AlignedNeighbors(NumbersNotBoolsMixin, BaseEstimator):
     """Nearest neighbours in an old model's gallery for queries embedded by a new model.
 
     scikit-learn's :class:`~sklearn.neighbors.NearestNeighbors` interface for the query

@@ -13,21 +13,17 @@ from ._core import auto_choice, refit_choice
 from ._core.backend import resolve_device, to_torch
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
-from ._core.ranking import paired_ranks
+from ._core.polar import procrustes_from_cross
+from ._core.ranking import paired_topk_share, unit_rows
 from ._core.rcsls import clip_spectral_norm, rcsls_loss_and_gradient
 from ._core.validation import pick_target, stack_unpaired
-from .procrustes import procrustes_from_cross
 
 __all__ = ["RCSLSAligner"]
 
 
-def _unit(A):
-    return torch.nn.functional.normalize(A, dim=1)
-
-
 def _centred_unit(U, mean):
     """Unit rows ``U`` centred on ``mean`` (when given) and scaled to unit length again."""
-    return U if mean is None else _unit(U - mean)
+    return U if mean is None else unit_rows(U - mean)
 
 
 class RCSLSAligner(BaseAligner):
@@ -259,7 +255,7 @@ class RCSLSAligner(BaseAligner):
         n = X.shape[0]
         held_out = self._held_out(n)
         f32 = torch.float32
-        S, T = _unit(to_torch(sources, device, f32)), _unit(to_torch(targets, device, f32))
+        S, T = unit_rows(to_torch(sources, device, f32)), unit_rows(to_torch(targets, device, f32))
         mean_x = mean_y = None
         spread = 1.0
         if self.center_:
@@ -374,17 +370,16 @@ class RCSLSAligner(BaseAligner):
         T = to_torch(X, device, dtype)
         centred = self._centred()
         mean = to_torch(self.mean_x_, device, dtype) if centred else None
-        Z = _centred_unit(_unit(T), mean) @ to_torch(self.W_, device, dtype)
+        Z = _centred_unit(unit_rows(T), mean) @ to_torch(self.W_, device, dtype)
         if centred:
             # The map was trained on directions (centred unit targets): give each mapped row
             # the typical spread of Y's centred unit rows before adding their mean back,
             # so that the mean weighs as it does in Y.
-            Z = _unit(Z) * self.spread_y_
+            Z = unit_rows(Z) * self.spread_y_
             Z = Z + to_torch(self.mean_y_, device, dtype)
         return Z.cpu().numpy()
 
 
 def _paired_top1(Z, Y):
     """Share of rows of Z whose most similar row of Y (cosine) is their own partner."""
-    ranks = paired_ranks(Z.cpu().numpy(), Y.cpu().numpy(), device=Z.device)
-    return float(np.mean(ranks == 0))
+    return paired_topk_share(Z.cpu().numpy(), Y.cpu().numpy(), device=Z.device)

@@ -13,9 +13,10 @@ from ._core.backend import apply_affine, is_dask_collection
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
 from ._core.pair_stats import batch_moments
+from ._core.ranking import unit_rows
 from ._core.row_space import is_wide, row_stats, thin_whitened
 from ._core.validation import pick_target
-from ._core.whitening import multi_step_map, unit_rows
+from ._core.whitening import multi_step_map
 from ._core.wide_choice import SplitRows, candidate_stats, whitened_held_products
 
 __all__ = ["WhitenedProcrustesAligner"]
