@@ -213,6 +213,17 @@ def _fraction(text):
     return value
 
 
+def _retention(text):
+    """A retention threshold: a number in [0, 1] (a NaN would pass every comparison)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text}")
+    return value
+
+
 def _add_store_options(tr):
     g = tr.add_argument_group("migrations (vector stores)")
     g.add_argument(
@@ -228,7 +239,7 @@ def _add_store_options(tr):
     )
     g.add_argument(
         "--min-retention",
-        type=float,
+        type=_retention,
         metavar="R",
         help="refuse unless the model's held-out retention (fit --holdout) is at least R",
     )
