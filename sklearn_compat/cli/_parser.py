@@ -405,8 +405,9 @@ def _add_search(sub, parents):
         default="auto",
         metavar="K",
         help="rank by CSLS with K neighbours, each gallery item's crowding measured among "
-        "the other gallery items (score = 2 cos - both penalties); default auto: 10, "
-        "or plain cosine where MODEL was trained for retrieval with cosine",
+        "the other gallery items (score = 2 cos - both penalties); default auto: 10 (at "
+        "most the gallery's size less one), or plain cosine where MODEL was trained for "
+        "retrieval with cosine",
     )
     csls.add_argument(
         "--no-csls",
