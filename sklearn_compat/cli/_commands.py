@@ -625,6 +625,15 @@ def run_search(args):
     query_reader, queries = read_table(args.queries, _source_spec(args), dtype=args.dtype)
     _check_width(query_reader, _model_width(model, args.model), args.model)
     gallery_reader, gallery = read_table(args.gallery, _source_spec(args), dtype=args.dtype)
+    n_gallery = len(gallery.X)
+    if isinstance(args.csls, int) and args.csls >= n_gallery:
+        # Each gallery item's crowding is measured among the other items.
+        raise InputError(
+            f"--csls {args.csls} needs a gallery of more than {args.csls} items, and it has "
+            f"{n_gallery}; pass a smaller --csls, --no-csls (plain cosine), or leave --csls "
+            "at auto, which adapts to the gallery",
+            path=gallery_reader.path,
+        )
     search = searcher_class(
         model,
         n_neighbors=args.n_neighbors,

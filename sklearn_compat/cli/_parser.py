@@ -213,6 +213,17 @@ def _fraction(text):
     return value
 
 
+def _retention(text):
+    """A retention threshold: a number in [0, 1] (a NaN would pass every comparison)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text}")
+    return value
+
+
 def _add_store_options(tr):
     g = tr.add_argument_group("migrations (vector stores)")
     g.add_argument(
@@ -228,7 +239,7 @@ def _add_store_options(tr):
     )
     g.add_argument(
         "--min-retention",
-        type=float,
+        type=_retention,
         metavar="R",
         help="refuse unless the model's held-out retention (fit --holdout) is at least R",
     )
@@ -394,8 +405,9 @@ def _add_search(sub, parents):
         default="auto",
         metavar="K",
         help="rank by CSLS with K neighbours, each gallery item's crowding measured among "
-        "the other gallery items (score = 2 cos - both penalties); default auto: 10, "
-        "or plain cosine where MODEL was trained for retrieval with cosine",
+        "the other gallery items (score = 2 cos - both penalties); default auto: 10 (at "
+        "most the gallery's size less one), or plain cosine where MODEL was trained for "
+        "retrieval with cosine",
     )
     csls.add_argument(
         "--no-csls",
