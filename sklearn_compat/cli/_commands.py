@@ -19,6 +19,12 @@ from ..io._model_files import load_model, save_model
 from ..io._read import open_table, read_table
 from ..io._write import AtomicOutput, OutputLayout, TableWriter
 from ._files import grid_plot_path, report_figure_path
+from ._mapping import check_width as _check_width
+from ._mapping import map_batch as _map_batch
+from ._mapping import model_input as _model_input
+from ._mapping import model_width as _model_width
+from ._mapping import progress as _progress
+from ._mapping import source_columns as _source_columns
 from ._registry import LABEL_METRICS, METHODS, METRICS, NotAvailable, build_method, load
 from ._stores import (
     check_retention,
@@ -126,38 +132,6 @@ def _named_frame(A, reader):
     return A
 
 
-def _source_columns(model, reader):
-    """Put a table's embedding columns into the order the model was fitted with.
-
-    Returns ``(order, names)``: the column permutation to apply to each batch (None when
-    none is needed) and the names to give the model (None when it has none).  A model
-    fitted on named columns maps columns by name, so an export whose columns come in
-    another order is mapped correctly; columns named differently are matched by position,
-    with a warning.
-    """
-    names = getattr(model, "feature_names_in_", None)
-    if names is None:
-        return None, None
-    names = [str(n) for n in names]
-    columns = list(reader.vector_columns or []) if reader.form == "columns" else []
-    if sorted(columns) == sorted(names):
-        order = [columns.index(n) for n in names]
-        return (None if order == list(range(len(order))) else order), names
-    _log(
-        f"sklearn-compat: warning: {reader.path}: the embedding columns are not the "
-        "ones the model was fitted on; they are matched by position"
-    )
-    return None, names
-
-
-def _model_input(X, order, names):
-    if order is not None:
-        X = X[:, order]
-    if names is None or X.shape[1] != len(names):
-        return X
-    return pd.DataFrame(X, columns=names, copy=False)
-
-
 # ------------------------------------------------------------------------------- fit
 def run_fit(args):
     _check_output(args.model, args.force, inputs=(args.source, args.target))
@@ -209,13 +183,6 @@ def run_fit(args):
 
 
 # ------------------------------------------------------------------------- transform
-def _model_width(model, path):
-    width = getattr(model, "n_features_in_", None)
-    if width is None:
-        raise InputError("model does not record its input width (n_features_in_)", path=path)
-    return int(width)
-
-
 def _set_device(model, device):
     if device is not None and "device" in model.get_params():
         model.set_params(device=device)
@@ -243,29 +210,6 @@ def _output_layout(reader, model, args, width):
     id_dtype = reader.id_dtype() if id_column is not None and to_npy else None
     list_column = args.output_column or reader.list_column or "embedding"
     return OutputLayout(form, width, id_column, names, list_column, id_dtype)
-
-
-def _progress(total, disable):
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=total,
-        unit="rows",
-        unit_scale=True,
-        file=sys.stderr,
-        disable=disable or not sys.stderr.isatty(),
-        leave=False,
-    )
-
-
-def _map_batch(model, batch, reader, columns=(None, None)):
-    try:
-        return model.transform(_model_input(batch.X, *columns))
-    except ValueError as exc:
-        stop = batch.start + len(batch) - 1
-        raise InputError(
-            f"{reader.where(batch.start)} to {reader.where(stop)}: {exc}", path=reader.path
-        ) from None
 
 
 def run_transform(args):
@@ -331,15 +275,6 @@ def _warn_dropped_columns(reader):
         _log(
             f"sklearn-compat: warning: {reader.path}: no --id-column given, so the output "
             f"keeps the row order but not the columns {shown}"
-        )
-
-
-def _check_width(reader, expected, model_path):
-    if reader.width is not None and reader.width != expected:
-        raise InputError(
-            f"the embedding ({reader.describe_embedding()}, {reader.spec.describe()}) has "
-            f"{reader.width} values per row, but the model {model_path} expects {expected}",
-            path=reader.path,
         )
 
 
