@@ -36,6 +36,7 @@ READERS = {
     "npy": ("._npy", "NpyReader"),
     "lance": ("._lance", "LanceReader"),
     "chroma": ("._chroma", "ChromaReader"),
+    "pgvector": ("._pgvector", "PgvectorReader"),
 }
 
 
