@@ -302,9 +302,10 @@ class PgvectorReader(TableReader):
                 path=self.path,
             )
         self.conn = connect(self.uri, self.path)
+        # One snapshot for the whole run: the count and every batch.
+        self.conn.isolation_level = import_psycopg().IsolationLevel.REPEATABLE_READ
+        self.conn.read_only = True
         with database_errors(self.path, "cannot read the table"):
-            # One snapshot for the whole run: the count, every batch and the checks.
-            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             self.oid = table_oid(self.conn, self.table, self.path)
             self.all_columns = table_columns(self.conn, self.oid)
             self.columns = [c.name for c in self.all_columns]
