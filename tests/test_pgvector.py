@@ -3,9 +3,11 @@ inputs and outputs ``URI::TABLE``, resumable migrations, ``--replace`` keeping t
 index, ``rollback`` bit for bit, the retention gate, one-line errors."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,11 +42,20 @@ needs_hnsw = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    """One embedded Postgres with pgvector for the whole session."""
-    srv = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="delete")
-    yield srv.get_uri()
-    srv.cleanup()
+def server():
+    """One embedded Postgres with pgvector for the whole session.
+
+    Run as root, pgserver starts the server as its own user, which must reach the data
+    directory: pytest's per-user temporary directory is private, the system's is not.
+    """
+    parent = tempfile.mkdtemp(prefix="sklearn_compat_pg_")
+    os.chmod(parent, 0o755)
+    srv = pgserver.get_server(Path(parent) / "data", cleanup_mode="delete")
+    try:
+        yield srv.get_uri()
+    finally:
+        srv.cleanup()
+        shutil.rmtree(parent, ignore_errors=True)
 
 
 @pytest.fixture
@@ -61,9 +72,8 @@ def pg(server, request):
         register_vector(conn)
         return conn
 
-    with connect() as conn:
+    with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION vector")
-        register_vector(conn)
     yield uri, connect
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -95,7 +105,12 @@ def _load(conn, table, X, ids=None, kind="vector", extra=True):
 def _vectors(conn, table, column="emb"):
     """``(ids, X)`` in id order, decoded by pgvector's own adapter."""
     rows = conn.execute(f"SELECT id, {column}::vector FROM {table} ORDER BY id").fetchall()
-    return np.array([r[0] for r in rows]), np.stack([r[1] for r in rows])
+    return np.array([r[0] for r in rows]), np.stack([_array(r[1]) for r in rows])
+
+
+def _array(value):
+    """A vector as pgvector's adapter returns it (a Vector, or an array by version)."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value)
 
 
 def _dump(conn, table):
@@ -200,7 +215,7 @@ def test_halfvec_stays_halfvec_and_a_dimension_change(pg, tmp_path):
     with connect() as conn:
         assert _column_type(conn, "out") == "halfvec(4)"
         ids, Z = _vectors(conn, "out")
-        halves = np.stack([r[0].to_numpy() for r in conn.execute("SELECT emb FROM src ORDER BY id")])
+        halves = np.stack([_array(r[0]) for r in conn.execute("SELECT emb FROM src ORDER BY id")])
         expected = load_model(tmp_path / "m.skops").transform(halves.astype(np.float32))
         np.testing.assert_array_equal(Z, expected.astype(np.float16).astype(np.float32))
 
@@ -350,7 +365,7 @@ def test_errors_are_one_line_and_write_nothing(pg, tmp_path, capsys):
         conn.execute("CREATE TABLE novec (id int PRIMARY KEY, v real[])")
         conn.execute("CREATE TABLE twovec (id int PRIMARY KEY, a vector(2), b vector(2))")
         conn.execute("CREATE TABLE nokey (id int, emb vector(8))")
-        conn.execute("INSERT INTO nokey VALUES (1, array_fill(0.5::real, array[8])::real[])")
+        conn.execute("INSERT INTO nokey VALUES (1, '[1,2,3,4,5,6,7,8]')")
         conn.execute("CREATE TABLE holes (id int PRIMARY KEY, emb vector(8))")
         conn.execute("INSERT INTO holes VALUES (1, NULL)")
         conn.execute("CREATE TABLE wide (id int PRIMARY KEY, emb vector(3))")

@@ -610,8 +610,8 @@ class PgvectorSink:
 
     def close(self):
         if not self.created:  # no rows: an empty table with the right columns
-            self._create(np.empty(0, dtype=np.int64))
-        self.commit()
+            with database_errors(self.path, "cannot create the table"):
+                self._create(np.empty(0, dtype=np.int64))
 
     def commit(self):
         sql = _sql()
