@@ -126,6 +126,15 @@ def redact_uri(text):
     return re.sub(r"(?i)(password=)[^&:]*", r"\1***", text)
 
 
+def table_format_or_none(path):
+    """:func:`table_format` of ``path``, or None when the name has no known format (a
+    model or results file)."""
+    try:
+        return table_format(path)
+    except InputError:
+        return None
+
+
 def csv_compression(path):
     """The pyarrow codec of a compressed CSV name (``"gzip"``, ``"bz2"``, ``"zstd"``) or None.
 
