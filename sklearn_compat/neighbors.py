@@ -10,11 +10,11 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.auto_settings import query_comparison_form, query_csls_k
 from ._core.backend import resolve_device, to_numpy, to_torch
 from ._core.knn import crowding, rowwise, search
 from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
 from ._neighbors_index import DEFAULT_PARAMS, FaissGallery
+from ._neighbors_policy import query_comparison_form, query_csls_k
 
 __all__ = ["AlignedNeighbors"]
 

@@ -6,7 +6,7 @@ import torch
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice, holdout, moment_choice
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 from ._core.pair_stats import batch_moments
@@ -271,10 +271,10 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
 
     # The settings in force: the fitted choice where the parameter is "auto".
     def _center(self):
-        return auto_settings.resolve(self.center, "center_", self, True)
+        return auto_choice.resolve(self.center, "center_", self, True)
 
     def _scale(self):
-        return auto_settings.resolve(self.scale, "scale_mode_", self, "spread")
+        return auto_choice.resolve(self.scale, "scale_mode_", self, "spread")
 
     def _update(self, X, Y, sample_weight, *, reset):
         if not reset:
@@ -287,7 +287,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             self.center_, self.scale_mode_ = self._center(), self._scale()
             self.auto_scores_ = None
             return super()._update(X, Y, sample_weight, reset=True)
-        sample = auto_settings.wide_solve_sample(X, Y, sample_weight, self.random_state)
+        sample = holdout.wide_solve_sample(X, Y, sample_weight, self.random_state)
         if sample is not None:
             # Wide solves, more rows than columns: candidates scored in the row space on a
             # sample of rows, the chosen setting fitted on every row.
@@ -309,38 +309,37 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             # Held-out rows are read by index: array-likes, tensors and Dask arrays are
             # validated (and Dask row sizes made known) first; the fit reads the input as
             # given (its column names).
-            rows = auto_settings.checked_input(self, X, Y, sample_weight)
+            rows = auto_choice.checked_input(self, X, Y, sample_weight)
         moments, n_rows = batch_moments(
             self, X, Y, sample_weight, reset=True, centered=True, need_sq_y=True
         )
         if moments.weight <= 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
         query = None
-        if auto_settings.negligible_offsets(moments):
+        if moment_choice.negligible_offsets(moments):
             # Neither side has a common offset: centring and scale change no cosine.
             choice, self.auto_scores_ = candidates[0], {}
         else:
-            choice, self.auto_scores_, query = auto_settings.choose_procrustes_setting(
+            choice, self.auto_scores_, query = moment_choice.choose_procrustes_setting(
                 self, moments, *rows, candidates, self._candidate_map
             )
         self.query_scores_ = query
         if choice is None:
             choice = candidates[0]
-            auto_settings.warn_undecided(
+            auto_choice.warn_undecided(
                 type(self).__name__,
-                f"{n_rows} rows, fewer than the {auto_settings.MIN_ROWS} needed for a "
-                "held-out slice",
+                f"{n_rows} rows, fewer than the {holdout.MIN_ROWS} needed for a held-out slice",
                 f"center={choice[0]}, scale={choice[1]!r}",
             )
-        elif auto_settings.constant_side(moments):
-            auto_settings.warn_undecided(
+        elif moment_choice.constant_side(moments):
+            auto_choice.warn_undecided(
                 type(self).__name__,
                 "every column of X or of Y is constant",
                 f"center={choice[0]}, scale={choice[1]!r}",
             )
         self.center_, self.scale_mode_ = choice
         if not self.center_:
-            moments = auto_settings.uncentred(moments)
+            moments = moment_choice.uncentred(moments)
         self._solve(moments, n_rows)
         self._moments_state = vars(moments).copy()
         self.n_samples_seen_ = n_rows
@@ -351,8 +350,8 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         the candidates, on the rows ``sample`` only when given."""
         chooser = self._choose_wide
         if sample is not None:
-            chooser = auto_settings.sampled_chooser(chooser, sample)
-        auto_settings.resolve_by_refit(
+            chooser = auto_choice.sampled_chooser(chooser, sample)
+        auto_choice.resolve_by_refit(
             self,
             X,
             Y,
@@ -369,12 +368,12 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         first, :class:`~._core.wide_choice.SplitRows`): the candidates use the leading
         blocks, the held-out rows are scored in the reduced coordinates, and the final
         fit reuses the factorisation (kept in ``self._split`` for ``_update``)."""
-        X, Y = auto_settings.all_rows(X), auto_settings.all_rows(Y)
+        X, Y = holdout.all_rows(X), holdout.all_rows(Y)
         w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
-        folds = auto_settings.holdout_folds(len(X), self.random_state)
+        folds = holdout.holdout_folds(len(X), self.random_state)
         if folds is None:
             return None, {}
-        if auto_settings.negligible_row_offsets(X, Y, w):
+        if moment_choice.negligible_row_offsets(X, Y, w):
             # Neither side has a common offset: centring and scale change no cosine.
             return options[0], {}
         held = folds[0]
@@ -402,12 +401,12 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             for option in options:
                 if option["center"] == center:
                     scale = self._fit_map(stats, option["scale"], svd)[2]
-                    label = auto_settings.label((center, option["scale"]))
+                    label = moment_choice.label((center, option["scale"]))
                     sims = (scale * products + offset) / target_norms
-                    scores[label] = [auto_settings.top1_of_similarities(sims)]
+                    scores[label] = [holdout.top1_of_similarities(sims)]
         self._split = split
-        by_label = {auto_settings.label((o["center"], o["scale"])): o for o in options}
-        return by_label[auto_settings.pick(scores)], {k: v[0] for k, v in scores.items()}
+        by_label = {moment_choice.label((o["center"], o["scale"])): o for o in options}
+        return by_label[holdout.pick(scores)], {k: v[0] for k, v in scores.items()}
 
     def _auto_candidates(self):
         """(center, scale) settings to choose from, preferred first; None: nothing to choose.

@@ -9,7 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice, refit_choice
 from ._core.backend import resolve_device, to_torch
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
@@ -235,21 +235,21 @@ class RCSLSAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
-        auto_settings.resolve_by_refit(
+        auto_choice.resolve_by_refit(
             self,
             X,
             Y,
             {"center": "center_"},
             [{"center": False}, {"center": True}],
             {"center": False},
-            chooser=lambda options, X_, Y_, _: auto_settings.choose_by_refit(
+            chooser=lambda options, X_, Y_, _: refit_choice.choose_by_refit(
                 self,
                 X_,
                 Y_,
                 options,
                 shared_params=self._candidate_params(),
                 fit_params={"X_unpaired": X_unpaired, "Y_unpaired": Y_unpaired},
-                margin=auto_settings.TRAINED_MARGIN,
+                margin=refit_choice.TRAINED_MARGIN,
             ),
         )
         X, Y = self._validate_pair(X, Y, reset=True)
@@ -288,7 +288,7 @@ class RCSLSAligner(BaseAligner):
 
     def _centred(self):
         # The setting in force (models saved before "auto" existed have no center_).
-        return bool(auto_settings.resolve(self.center, "center_", self, False))
+        return bool(auto_choice.resolve(self.center, "center_", self, False))
 
     def _held_out(self, n):
         """Row numbers of the held-out pairs (none when too few pairs to spare them)."""

@@ -95,7 +95,9 @@ def _read_pair(args, extra_columns=()):
     Y = target[1].X[rows_t]
     extra = {c: source[1].extra[c][rows_s] for c in src_extra}
     extra.update({c: target[1].extra[c][rows_t] for c in tgt_extra})
-    extra[JOINED_IDS] = source[1].ids[rows_s]
+    # Tables paired by position have no ids: their row numbers stand in (as for a plain
+    # .npy array), so the saved model still records which rows it was fitted on.
+    extra[JOINED_IDS] = _ids(source[1])[rows_s]
     return X, Y, source[0], target[0], report, extra
 
 

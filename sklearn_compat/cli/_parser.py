@@ -47,7 +47,9 @@ def _table_parser():
     g.add_argument(
         "--id-column",
         metavar="ID",
-        help="the id column (a plain 2-d .npy array has ids = row numbers)",
+        help="the id column that pairs source and target rows (without one, rows are "
+        "paired by position and the tables must have the same row count; a plain 2-d "
+        ".npy array has ids = row numbers)",
     )
     g.add_argument("--prefix", help="embedding columns: numeric columns starting with PREFIX")
     g.add_argument(
