@@ -91,9 +91,7 @@ def _load(conn, table, X, ids=None, kind="vector", extra=True):
     """Create ``table`` (id bigint primary key, [title, tags,] emb kind(d)) from ``X``."""
     ids = np.arange(len(X)) if ids is None else ids
     other = "title text, tags jsonb, " if extra else ""
-    conn.execute(
-        f"CREATE TABLE {table} (id bigint PRIMARY KEY, {other}emb {kind}({X.shape[1]}))"
-    )
+    conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, {other}emb {kind}({X.shape[1]}))")
     columns = "id, title, tags, emb" if extra else "id, emb"
     with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
         for i, row in zip(ids.tolist(), X, strict=True):
@@ -442,3 +440,37 @@ def test_encode_and_write_table_write_a_new_table(pg, tmp_path):
     with connect() as conn:
         assert _column_type(conn, "encoded", "emb") == "vector(4)"
         assert _tables(conn) == ["encoded", "written"]
+
+
+VECTOR_STORES_PAGE = ROOT / "docs" / "user_guide" / "vector_stores.md"
+
+
+def test_vector_stores_page_pgvector_section_runs_as_written(pg, tmp_path):
+    """The page's Postgres section: its bash blocks, in order, with ``$DB`` a fresh
+    database of the embedded server and the command line first on the PATH."""
+    import re
+
+    uri, connect = pg
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "sklearn-compat").exists():
+        pytest.skip(f"no sklearn-compat script beside {sys.executable}")
+    section = VECTOR_STORES_PAGE.read_text(encoding="utf-8").split("(pgvector)=", 1)[1]
+    blocks = re.findall(r"^```bash\n(.*?)^```", section, re.M | re.S)
+    assert len(blocks) == 2
+    if not HNSW:  # the same flow with a btree index on the vector column instead
+        blocks[0] = blocks[0].replace("USING hnsw (emb vector_cosine_ops)", "(emb)")
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", DB=uri)
+    env["PYTHONPATH"] = str(ROOT)
+    for block in blocks:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{block}\n{done.stderr}"
+    with connect() as conn:
+        assert _tables(conn) == ["items", "items_new", "items_sklearn_compat_previous", "items_v2"]
+        assert _indexes(conn, "items_v2") == _indexes(conn, "items")
+        assert conn.execute("SELECT count(*) FROM items_v2").fetchone()[0] == 2000
+        # The rollback put the old vectors back: the kept table holds the migrated ones.
+        kept = _vectors(conn, "items_sklearn_compat_previous")[1]
+        np.testing.assert_allclose(_vectors(conn, "items_v2")[1], kept, atol=0)
