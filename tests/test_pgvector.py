@@ -345,7 +345,7 @@ def test_sigterm_mid_transform_then_resume(pg, tmp_path):
 def test_a_second_writer_is_refused_while_the_first_holds_the_table(tables, tmp_path, capsys):
     uri, connect, _, _ = tables
     with connect() as conn:
-        key = "sklearn_compat:mapped"
+        key = "sklearn_compat:public.mapped"
         conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [key])
         argv = ["transform", "--model", str(tmp_path / "m.skops"), "--input", f"{uri}::new"]
         capsys.readouterr()

@@ -237,7 +237,7 @@ def _stop_between_batches():
 def run_rollback(args):
     fmt = table_format(args.table)
     if fmt == "pgvector":
-        from ..io._pgvector_write import rollback_pgvector
+        from ..io._pgvector_rollback import rollback_pgvector
 
         _log(rollback_pgvector(args.table, args.to_version))
         return 0

@@ -11,21 +11,18 @@ With ``replace``, the staging table holds the ids and new vectors only, and one
 transaction keeps the old vectors in ``NAME_sklearn_compat_previous``, drops the vector
 indexes, changes the column's dimension if needed, writes the new vectors, rebuilds the
 indexes and commits: concurrent readers see the old vectors or the new ones, never a mix.
-:func:`rollback_pgvector` swaps the kept vectors back the same way.
+:func:`~sklearn_compat.io._pgvector_rollback.rollback_pgvector` swaps the kept vectors
+back the same way.
 
 A run holds a session advisory lock on its destination (``pg_try_advisory_lock``), so a
 second run on the same table is refused while the first is alive; the server releases the
 lock when the first one's connection ends, however it ends.
 """
 
-import json
-
 import numpy as np
 
 from ._common import InputError, redact_uri
 from ._pgvector import (
-    VECTOR_TYPES,
-    TableName,
     connect,
     database_errors,
     primary_key,
@@ -35,133 +32,20 @@ from ._pgvector import (
     table_oid,
     vector_indexes,
 )
+from ._pgvector_sql import (
+    KEPT_SUFFIX,
+    STAGING_SUFFIX,
+    create_index,
+    hold_lock,
+    same_ids,
+    set_comment,
+    set_vectors,
+    sql_module,
+    table_exists,
+    vector_bytes,
+)
 
-__all__ = ["PgvectorMigration", "PgvectorSink", "rollback_pgvector"]
-
-STAGING_SUFFIX = "_sklearn_compat_partial"
-KEPT_SUFFIX = "_sklearn_compat_previous"
-
-
-def _sql():
-    from psycopg import sql
-
-    return sql
-
-
-def _exists(conn, table):
-    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", [str(table)]).fetchone()[0]
-
-
-def _lock(conn, table, path):
-    """Hold the advisory lock of ``table`` for this connection's life, or refuse."""
-    key = f"sklearn_compat:{table}"
-    got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [key]).fetchone()
-    conn.commit()
-    if not got[0]:
-        raise InputError(
-            "another sklearn-compat run is writing this table now (it holds the table's "
-            "advisory lock); wait for it to end or stop it",
-            path=path,
-        )
-
-
-def _comment(conn, table, info):
-    sql = _sql()
-    conn.execute(
-        sql.SQL("COMMENT ON TABLE {} IS {}").format(table.sql(), sql.Literal(json.dumps(info)))
-    )
-
-
-def _vector_bytes(Z, kind):
-    """pgvector's binary form of each row of ``Z`` (a list of bytes)."""
-    element = VECTOR_TYPES[kind]
-    n, width = Z.shape
-    if not np.isfinite(Z).all():
-        i = int(np.argwhere(~np.isfinite(Z))[0][0])
-        raise InputError(f"the model mapped row {i} of the batch to a non-finite vector")
-    size = 4 + element.itemsize * width
-    out = np.empty((n, size), dtype=np.uint8)
-    out[:, :4] = np.frombuffer(np.array([width, 0], dtype=">i2").tobytes(), dtype=np.uint8)
-    out[:, 4:] = np.ascontiguousarray(Z, dtype=element).view(np.uint8).reshape(n, -1)
-    flat = out.tobytes()
-    return [flat[i : i + size] for i in range(0, n * size, size)]
-
-
-def _create_index(conn, table, column, index, name):
-    sql = _sql()
-    options = sql.SQL("")
-    if index["options"]:
-        pairs = [o.split("=", 1) for o in index["options"]]
-        options = sql.SQL(" WITH ({})").format(
-            sql.SQL(", ").join(
-                sql.SQL("{} = {}").format(sql.Identifier(k), sql.Literal(v)) for k, v in pairs
-            )
-        )
-    conn.execute(
-        sql.SQL("CREATE INDEX {} ON {} USING {} ({} {}){}").format(
-            sql.Identifier(name),
-            table.sql(),
-            sql.Identifier(index["method"]),
-            sql.Identifier(column),
-            sql.Identifier(index["opclass"]),
-            options,
-        )
-    )
-
-
-def _drop_indexes(conn, table, indexes):
-    sql = _sql()
-    for index in indexes:
-        name = TableName(table.schema, index["name"]).sql()
-        conn.execute(sql.SQL("DROP INDEX {}").format(name))
-
-
-def _set_vectors(conn, table, id_column, column, type_sql, source, indexes, not_null):
-    """Write ``source``'s vectors (by id) into ``table``'s column ``column`` of type
-    ``type_sql``, the vector indexes dropped first and rebuilt after (same names)."""
-    sql = _sql()
-    ident, key = sql.Identifier(column), sql.Identifier(id_column)
-    _drop_indexes(conn, table, indexes)
-    current = conn.execute(
-        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-        "WHERE attrelid = to_regclass(%s) AND attname = %s",
-        [str(table), column],
-    ).fetchone()[0]
-    if current != type_sql:
-        if not_null:
-            conn.execute(
-                sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP NOT NULL").format(table.sql(), ident)
-            )
-        conn.execute(
-            sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING NULL").format(
-                table.sql(), ident, sql.SQL(type_sql)
-            )
-        )
-    conn.execute(
-        sql.SQL("UPDATE {t} SET {c} = s.{c} FROM {s} s WHERE {t}.{k} = s.{k}").format(
-            t=table.sql(), c=ident, s=source.sql(), k=key
-        )
-    )
-    if current != type_sql and not_null:
-        conn.execute(
-            sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET NOT NULL").format(table.sql(), ident)
-        )
-    for index in indexes:
-        _create_index(conn, table, column, index, index["name"])
-
-
-def _same_ids(conn, table, other, id_column):
-    """``(missing, extra, repeated)`` counts of ``other``'s ids against ``table``'s."""
-    sql = _sql()
-    key = sql.Identifier(id_column)
-    query = sql.SQL(
-        "SELECT (SELECT count(*) FROM {t} t WHERE NOT EXISTS "
-        "(SELECT 1 FROM {o} o WHERE o.{k} = t.{k})), "
-        "(SELECT count(*) FROM {o} o WHERE NOT EXISTS "
-        "(SELECT 1 FROM {t} t WHERE o.{k} = t.{k})), "
-        "(SELECT count(*) - count(DISTINCT {k}) FROM {o})"
-    ).format(t=table.sql(), o=other.sql(), k=key)
-    return conn.execute(query).fetchone()
+__all__ = ["PgvectorMigration"]
 
 
 class PgvectorMigration:
@@ -215,7 +99,7 @@ class PgvectorMigration:
         self.kept = reader.table.sibling(KEPT_SUFFIX)
         self.conn = connect(uri, self.path)
         with database_errors(self.path, "cannot prepare the migration"):
-            _lock(self.conn, self.target, self.path)
+            hold_lock(self.conn, self.target, self.path)
             self._check_target()
             self.done, self.last_id = self._staged_rows(resume)
             self.conn.commit()
@@ -242,7 +126,7 @@ class PgvectorMigration:
     def _check_target(self):
         conn = self.conn
         if self.replace:
-            if _exists(conn, self.kept):
+            if table_exists(conn, self.kept):
                 raise InputError(
                     f"the vectors of an earlier --replace are kept in {self.kept}; restore "
                     f"them with 'sklearn-compat rollback --table', or DROP TABLE {self.kept} "
@@ -255,7 +139,7 @@ class PgvectorMigration:
                 "is also the input; pass --replace (not --output) to migrate a table in place",
                 path=self.path,
             )
-        if _exists(conn, self.target) and not self.force:
+        if table_exists(conn, self.target) and not self.force:
             raise InputError("already exists (pass --force to replace it)", path=self.path)
         if self.target.schema is not None:
             found = conn.execute(
@@ -266,8 +150,8 @@ class PgvectorMigration:
 
     def _staged_rows(self, resume):
         """``(rows, last id)`` already in the staging table (``(0, None)`` afresh)."""
-        conn, sql = self.conn, _sql()
-        if not _exists(conn, self.staging):
+        conn, sql = self.conn, sql_module()
+        if not table_exists(conn, self.staging):
             return 0, None
         key = sql.Identifier(self.reader.id_column)
         done, last = conn.execute(
@@ -291,7 +175,7 @@ class PgvectorMigration:
         return int(done), last
 
     def _create_staging(self):
-        sql = _sql()
+        sql = sql_module()
         reader = self.reader
         columns = [reader.id] if self.replace else reader.all_columns
         parts = []
@@ -308,7 +192,7 @@ class PgvectorMigration:
         self.conn.execute(
             sql.SQL("CREATE TABLE {} ({})").format(self.staging.sql(), sql.SQL(", ").join(parts))
         )
-        _comment(self.conn, self.staging, self.job)
+        set_comment(self.conn, self.staging, self.job)
 
     # ------------------------------------------------------------------ writing
     def batches(self, batch_size):
@@ -324,8 +208,8 @@ class PgvectorMigration:
 
     def write(self, rows, Z):
         """Append one mapped batch to the staging table in one transaction."""
-        sql = _sql()
-        vectors = _vector_bytes(np.asarray(Z), self.kind)
+        sql = sql_module()
+        vectors = vector_bytes(np.asarray(Z), self.kind)
         n_copied = len(self.copied)
         names = [c.name for c in self.copied]
         if self.replace:
@@ -343,7 +227,7 @@ class PgvectorMigration:
         )
         then = "the same command with --resume continues after the last whole batch"
         with database_errors(self.path, f"cannot write the rows after row {self.done}", then):
-            if self.done == 0 and not _exists(self.conn, self.staging):
+            if self.done == 0 and not table_exists(self.conn, self.staging):
                 self._create_staging()
             with self.conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
                 # Each value is already in its column type's binary form: sent as is.
@@ -360,9 +244,15 @@ class PgvectorMigration:
         # The reader's snapshot holds a lock on the input that --replace must take over.
         self.reader.conn.rollback()
         with database_errors(self.path, "cannot finish the migration; nothing replaced"):
-            if not _exists(self.conn, self.staging):  # an empty input: an empty table
+            if not table_exists(self.conn, self.staging):  # an empty input: an empty table
                 self._create_staging()
                 self.conn.commit()
+            if self.replace:  # no row may come or go between the check and the swap
+                self.conn.execute(
+                    sql_module()
+                    .SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE")
+                    .format(self.target.sql())
+                )
             self._check_staged()
             if self.replace:
                 line = self._replace_vectors()
@@ -376,7 +266,7 @@ class PgvectorMigration:
         """Every input id exactly once in the staging table (the input read now)."""
         reader = self.reader
         if self._same_database():
-            counts = _same_ids(self.conn, reader.table, self.staging, reader.id_column)
+            counts = same_ids(self.conn, reader.table, self.staging, reader.id_column)
         else:
             counts = self._count_only()
         missing, extra, repeated = counts
@@ -394,7 +284,7 @@ class PgvectorMigration:
         return here == (reader.conn.info.host, reader.conn.info.port, reader.conn.info.dbname)
 
     def _count_only(self):
-        sql = _sql()
+        sql = sql_module()
         key = sql.Identifier(self.reader.id_column)
         n, distinct = self.conn.execute(
             sql.SQL("SELECT count(*), count(DISTINCT {}) FROM {}").format(key, self.staging.sql())
@@ -406,8 +296,8 @@ class PgvectorMigration:
         )
 
     def _publish(self):
-        sql, conn, reader = _sql(), self.conn, self.reader
-        if _exists(conn, self.target):  # --force: the old table goes in the same transaction
+        sql, conn, reader = sql_module(), self.conn, self.reader
+        if table_exists(conn, self.target):  # --force: the old table goes in the same transaction
             conn.execute(sql.SQL("DROP TABLE {}").format(self.target.sql()))
         if self.keyed:
             name = self.target.sibling("_pkey").name
@@ -418,22 +308,21 @@ class PgvectorMigration:
             )
         for index in reader.indexes:
             name = self.target.sibling(f"_{self.column}_{index['method']}_idx").name
-            _create_index(conn, self.staging, self.column, index, name)
+            create_index(conn, self.staging, self.column, index, name)
         conn.execute(
             sql.SQL("ALTER TABLE {} RENAME TO {}").format(
                 self.staging.sql(), sql.Identifier(self.target.name)
             )
         )
-        _comment(conn, self.target, {"migration": self.job})
+        set_comment(conn, self.target, {"migration": self.job})
         rebuilt = ", ".join(f"{i['method']} ({i['opclass']})" for i in reader.indexes)
         indexes = f"; vector index rebuilt: {rebuilt}" if rebuilt else ""
         return f"wrote the Postgres table {self.path} ({self.done} rows{indexes})"
 
     def _replace_vectors(self):
-        sql, conn, reader = _sql(), self.conn, self.reader
+        sql, conn, reader = sql_module(), self.conn, self.reader
         table, column = self.target, reader.list_column
         key, ident = sql.Identifier(reader.id_column), sql.Identifier(column)
-        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table.sql()))
         now = table_columns(conn, table_oid(conn, table, self.path))
         vector = next(c for c in now if c.name == column)
         indexes = vector_indexes(conn, table_oid(conn, table, self.path), column)
@@ -451,8 +340,8 @@ class PgvectorMigration:
             "not_null": vector.not_null,
             "indexes": indexes,
         }
-        _comment(conn, self.kept, info)
-        _set_vectors(
+        set_comment(conn, self.kept, info)
+        set_vectors(
             conn, table, reader.id_column, column, self.type_sql, self.staging, indexes,
             vector.not_null,
         )  # fmt: skip
@@ -463,180 +352,3 @@ class PgvectorMigration:
             f"{self.type_sql}; vector indexes rebuilt: {kept}); the old vectors are kept in "
             f"{self.kept}; undo with: sklearn-compat rollback --table {self.path}"
         )
-
-
-def rollback_pgvector(path, to_version=None):
-    """Swap a Postgres table's vectors with those its last ``--replace`` kept.
-
-    The restored vectors are the kept ones bit for bit, in the column type they had; the
-    vectors they replace are kept in their stead, so a second rollback redoes the
-    migration.  One transaction: readers see the one set of vectors or the other.
-
-    Parameters
-    ----------
-    path : str
-        ``URI::TABLE``.
-    to_version : None
-        Postgres tables keep one earlier set of vectors; versions are LanceDB's.
-
-    Returns
-    -------
-    str
-        A line for the log.
-    """
-    shown = redact_uri(path)
-    if to_version is not None:
-        raise InputError(
-            "--to-version applies to LanceDB tables; a Postgres table keeps the vectors of "
-            "its last --replace, which rollback swaps back",
-            path=shown,
-        )
-    uri, table = split_pg_path(path)
-    kept = table.sibling(KEPT_SUFFIX)
-    sql = _sql()
-    conn = connect(uri, shown)
-    with database_errors(shown, "cannot roll back; nothing changed"):
-        _lock(conn, table, shown)
-        table_oid(conn, table, shown)
-        if not _exists(conn, kept):
-            raise InputError(
-                f"no kept vectors ({kept} does not exist): the table was not migrated with "
-                "'transform --replace', or its old vectors were dropped",
-                path=shown,
-            )
-        info = table_comment(conn, kept)
-        column, key = info["vector_column"], info["id_column"]
-        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table.sql()))
-        missing, extra, repeated = _same_ids(conn, table, kept, key)
-        if missing or extra:
-            raise InputError(
-                f"the table's ids changed since the migration ({missing} rows without kept "
-                f"vectors, {extra} kept ids no longer in the table); nothing restored",
-                path=shown,
-            )
-        oid = table_oid(conn, table, shown)
-        vector = next(c for c in table_columns(conn, oid) if c.name == column)
-        indexes = vector_indexes(conn, oid, column)
-        swap = table.sibling("_sklearn_compat_swap")
-        conn.execute(
-            sql.SQL("CREATE TABLE {} AS SELECT {}, {} FROM {}").format(
-                swap.sql(), sql.Identifier(key), sql.Identifier(column), table.sql()
-            )
-        )
-        _set_vectors(conn, table, key, column, info["type"], kept, indexes, info["not_null"])
-        conn.execute(sql.SQL("DROP TABLE {}").format(kept.sql()))
-        conn.execute(
-            sql.SQL("ALTER TABLE {} RENAME TO {}").format(swap.sql(), sql.Identifier(kept.name))
-        )
-        _comment(
-            conn, kept, dict(info, type=vector.type_sql, not_null=vector.not_null, indexes=indexes)
-        )
-        conn.commit()
-    conn.close()
-    return (
-        f"restored the vectors of {shown} ({info['type']}); the vectors it had "
-        f"({vector.type_sql}) are kept in {kept}: the same command swaps them back"
-    )
-
-
-class PgvectorSink:
-    """A new Postgres table written batch by batch (ids and one vector column), staged as
-    ``NAME_sklearn_compat_partial`` and renamed into place on :meth:`commit` (for
-    :class:`~sklearn_compat.io.TableWriter`)."""
-
-    def __init__(self, path, layout, *, force=False):
-        uri, self.table = split_pg_path(path)
-        self.path = redact_uri(path)
-        self.layout = layout
-        self.force = force
-        self.staging = self.table.sibling(STAGING_SUFFIX)
-        self.conn = connect(uri, self.path)
-        with database_errors(self.path, "cannot create the table"):
-            _lock(self.conn, self.table, self.path)
-            if _exists(self.conn, self.table) and not force:
-                raise InputError("already exists (pass --force to replace it)", path=self.path)
-            self.conn.execute(_sql().SQL("DROP TABLE IF EXISTS {}").format(self.staging.sql()))
-            self.conn.commit()
-        self.created = False
-        self.rows = 0
-
-    def _create(self, ids):
-        sql = _sql()
-        columns = [
-            sql.SQL("{} vector({})").format(
-                sql.Identifier(self.layout.list_column), sql.SQL(str(self.layout.width))
-            )
-        ]
-        if self.layout.id_column is not None:
-            kind = "bigint" if np.asarray(ids).dtype.kind in "iu" else "text"
-            columns.insert(
-                0,
-                sql.SQL("{} {} NOT NULL").format(
-                    sql.Identifier(self.layout.id_column), sql.SQL(kind)
-                ),
-            )
-            self.id_type = kind
-        self.conn.execute(
-            sql.SQL("CREATE TABLE {} ({})").format(self.staging.sql(), sql.SQL(", ").join(columns))
-        )
-        self.created = True
-
-    def write(self, ids, Z):
-        sql = _sql()
-        with database_errors(self.path, "cannot write"):
-            if not self.created:
-                self._create(ids)
-            vectors = _vector_bytes(np.asarray(Z), "vector")
-            names = [self.layout.list_column]
-            types = ["bytea"]
-            if self.layout.id_column is not None:
-                names.insert(0, self.layout.id_column)
-                types.insert(0, "int8" if self.id_type == "bigint" else "text")
-                values = [
-                    int(i) if self.id_type == "bigint" else str(i)
-                    for i in np.asarray(ids).tolist()
-                ]
-                records = zip(values, vectors, strict=True)
-            else:
-                records = ((v,) for v in vectors)
-            copy_sql = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-                self.staging.sql(), sql.SQL(", ").join(map(sql.Identifier, names))
-            )
-            with self.conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
-                copy.set_types(types)
-                for record in records:
-                    copy.write_row(record)
-        self.rows += len(vectors)
-
-    def close(self):
-        if not self.created:  # no rows: an empty table with the right columns
-            with database_errors(self.path, "cannot create the table"):
-                self._create(np.empty(0, dtype=np.int64))
-
-    def commit(self):
-        sql = _sql()
-        with database_errors(self.path, "cannot create the table; nothing written"):
-            if _exists(self.conn, self.table):
-                self.conn.execute(sql.SQL("DROP TABLE {}").format(self.table.sql()))
-            if self.layout.id_column is not None:
-                self.conn.execute(
-                    sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})").format(
-                        self.staging.sql(),
-                        sql.Identifier(self.table.sibling("_pkey").name),
-                        sql.Identifier(self.layout.id_column),
-                    )
-                )
-            self.conn.execute(
-                sql.SQL("ALTER TABLE {} RENAME TO {}").format(
-                    self.staging.sql(), sql.Identifier(self.table.name)
-                )
-            )
-            self.conn.commit()
-        self.conn.close()
-
-    def abort(self):
-        try:
-            self.conn.rollback()
-            self.conn.close()
-        except Exception:  # noqa: BLE001 - the connection may be gone already
-            pass

@@ -29,7 +29,7 @@ __all__ = ["AtomicOutput", "OutputLayout", "TableWriter", "write_table"]
 _STORE_SINKS = {
     "lance": ("._lance", "LanceSink"),
     "chroma": ("._chroma", "ChromaSink"),
-    "pgvector": ("._pgvector_write", "PgvectorSink"),
+    "pgvector": ("._pgvector_sink", "PgvectorSink"),
 }
 # Rows per slice handed to pyarrow's Parquet writer (see _ParquetSink.write).
 _WRITE_STEP = 4096
