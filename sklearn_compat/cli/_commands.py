@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io._common import ColumnSpec, InputError
+from ..io._common import ColumnSpec, InputError, table_format_or_none
 from ..io._join import join_on_ids
 from ..io._model_files import load_model, save_model
 from ..io._read import open_table, read_table
@@ -57,6 +57,8 @@ def _log(message):
 
 def _check_output(path, force, inputs=()):
     """Fail now if ``path`` could not be written at the end; leaves nothing behind."""
+    if table_format_or_none(path) == "pgvector":
+        return  # a database table, checked by its writer when opened
     AtomicOutput(path, force=force, inputs=inputs).abort()
 
 
