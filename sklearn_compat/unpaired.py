@@ -15,6 +15,7 @@ from ._core.backend import apply_affine, checked_input, one_line_errors, resolve
 from ._core.base import BaseAligner
 from ._core.validation import FLOAT_DTYPES, pick_target
 from .exceptions import UnreliableAlignmentWarning
+from .procrustes import procrustes_from_cross
 
 __all__ = ["UnpairedProcrustesAligner"]
 
@@ -66,7 +67,8 @@ class UnpairedProcrustesAligner(BaseAligner):
         Random restarts of the cluster start (k-means seeds and centroid matching).  The
         sorted-profile start is deterministic given its sample.
     n_clusters : int, default=32
-        Clusters per side of the cluster start (capped at a quarter of the sampled rows).
+        Clusters per side of the cluster start (at least 2, at most a quarter of the
+        sampled rows).
     max_iter : int, default=20
         Rounds of self-learning at most; ``fit`` stops earlier once fewer than ``tol`` of
         the rows change partner between rounds.
@@ -96,12 +98,12 @@ class UnpairedProcrustesAligner(BaseAligner):
         The orthogonal map (orthonormal rows when d_x <= d_y, orthonormal columns
         otherwise), float64.
     mean_x_ : ndarray of shape (n_features_in_,)
-        Column means of X.
+        Column means of X's matched rows (the final dictionary's, seed pairs included).
     mean_y_ : ndarray of shape (n_targets_,)
-        Column means of Y.
+        Column means of Y's matched rows.
     scale_ : float
-        ``sqrt(mean ||Y - mean_y_||^2 / mean ||X - mean_x_||^2)``: mapped rows spread
-        around Y's mean as much as Y's own rows (the unpaired analogue of
+        ``sqrt(sum ||Y_d - mean_y_||^2 / sum ||X_d - mean_x_||^2)`` over the matched
+        rows: mapped rows spread around Y's mean as much as Y's own rows (as
         :class:`OrthogonalProcrustesAligner`'s ``scale="spread"``).
     matches_ : ndarray of shape (n_matches, 2)
         The last round's induced pairs as ``(row of X, row of Y)``, best CSLS first (seed
@@ -166,7 +168,7 @@ class UnpairedProcrustesAligner(BaseAligner):
     _parameter_constraints: dict = {
         "init": [StrOptions({"auto", *_INITS})],
         "n_init": [Interval(Integral, 1, None, closed="left")],
-        "n_clusters": [Interval(Integral, 2, None, closed="left")],
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, 1, closed="both")],
         "csls_k": [Interval(Integral, 1, None, closed="left")],
@@ -231,14 +233,12 @@ class UnpairedProcrustesAligner(BaseAligner):
         rng = check_random_state(self.random_state)
         device = resolve_device(self.device)
 
-        self.mean_x_ = X.mean(axis=0, dtype=np.float64)
-        self.mean_y_ = Y.mean(axis=0, dtype=np.float64)
-        spread_x = np.mean(np.sum((X - self.mean_x_) ** 2, axis=1))
-        spread_y = np.mean(np.sum((Y - self.mean_y_) ** 2, axis=1))
-        self.scale_ = float(np.sqrt(spread_y / spread_x)) if spread_x > 0 else 1.0
-
-        Xs = _u.unit_centered(torch.as_tensor(X, dtype=torch.float32, device=device))
-        Ys = _u.unit_centered(torch.as_tensor(Y, dtype=torch.float32, device=device))
+        Xs = _u.unit_centered(
+            torch.as_tensor(np.ascontiguousarray(X), dtype=torch.float32, device=device)
+        )
+        Ys = _u.unit_centered(
+            torch.as_tensor(np.ascontiguousarray(Y), dtype=torch.float32, device=device)
+        )
         # Self-learning on at most max_rows rows per side; the seed pairs' rows always in.
         rows_x = _sample(len(X), self.max_rows, rng, keep=seeds[:, 0])
         rows_y = _sample(len(Y), self.max_rows, rng, keep=seeds[:, 1])
@@ -253,19 +253,25 @@ class UnpairedProcrustesAligner(BaseAligner):
         if len(seeds_w) == 0:
             seeds_w = None
 
-        W, self.init_, self.start_scores_ = self._start(Xw, Yw, seeds_w, rng)
+        generator = torch.Generator(device="cpu").manual_seed(int(rng.randint(2**31 - 1)))
+        W, self.init_, self.start_scores_ = self._start(Xw, Yw, seeds_w, rng, generator)
         W, matches, self.n_iter_ = _u.self_learn(
             Xw, Yw, W, seeds=seeds_w, n_iter=self.max_iter, csls_k=self.csls_k, tol=self.tol
         )
         matches = matches.cpu().numpy()
         self.matches_ = np.stack([rows_x[matches[:, 0]], rows_y[matches[:, 1]]], axis=1)
-        self.confidence_ = len(matches) / min(len(Xw), len(Yw))
-        self.W_ = W.double().cpu().numpy()
+        self.mutual_share_ = len(matches) / min(len(Xw), len(Yw))
+        self.chance_share_ = _u.chance_share(Xw, Yw, self.csls_k, generator)
+        self.confidence_ = max(
+            0.0, (self.mutual_share_ - self.chance_share_) / (1.0 - self.chance_share_)
+        )
+        self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
         if self.confidence_ < self.min_confidence:
             warnings.warn(
                 f"The unpaired alignment looks unreliable: confidence_={self.confidence_:.3f} "
-                f"(the share of rows with a mutual nearest neighbour under the map) is below "
-                f"min_confidence={self.min_confidence}. The two spaces may share too little "
+                "(the share of rows with a mutual nearest neighbour under the map, beyond "
+                f"what unrelated spaces give) is below min_confidence={self.min_confidence}. "
+                "The two spaces may share too little "
                 "structure for an unsupervised fit; pass seed pairs (pairs=, a few hundred "
                 "help most), more rows of the same items on both sides, or fit a supervised "
                 "aligner on paired rows.",
@@ -274,14 +280,46 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
         return self
 
-    def _start(self, Xw, Yw, seeds, rng):
+    def _fit_final_map(self, X, Y, dictionary, W):
+        """The map itself: centred Procrustes on the final dictionary's raw rows.
+
+        Self-learning matched rows in the common form, each side centred on its own mean;
+        when the two sides hold different items (a subset, other documents) those means
+        differ by more than the rotation.  The final map is therefore the supervised one
+        on the induced pairs (seed pairs included), as
+        :class:`~sklearn_compat.OrthogonalProcrustesAligner` with ``center=True,
+        scale="spread"`` would fit it; without any pair it keeps the self-learned map
+        and the means of all rows.
+        """
+        if len(dictionary) == 0:
+            Xd, Yd = X, Y
+        else:
+            Xd, Yd = X[dictionary[:, 0]], Y[dictionary[:, 1]]
+        self.mean_x_ = Xd.mean(axis=0, dtype=np.float64)
+        self.mean_y_ = Yd.mean(axis=0, dtype=np.float64)
+        Xc, Yc = Xd - self.mean_x_, Yd - self.mean_y_
+        if len(dictionary) == 0:
+            self.W_ = W.double().cpu().numpy()
+        else:
+            self.W_ = procrustes_from_cross(Xc.T @ Yc)[0]
+        spread_x, spread_y = np.sum(Xc**2), np.sum(Yc**2)
+        self.scale_ = float(np.sqrt(spread_y / spread_x)) if spread_x > 0 else 1.0
+
+    def _start(self, Xw, Yw, seeds, rng, generator):
         """The starting map: the candidate with the highest mutual-neighbour share after a
         short refinement on a sample.  Returns ``(W, label, scores)``."""
         n = min(len(Xw), len(Yw), self.start_rows)
-        sx = torch.as_tensor(np.sort(rng.choice(len(Xw), n, replace=False)), device=Xw.device)
-        sy = torch.as_tensor(np.sort(rng.choice(len(Yw), n, replace=False)), device=Yw.device)
-        A, B = Xw[sx], Yw[sy]
-        generator = torch.Generator(device="cpu").manual_seed(int(rng.randint(2**31 - 1)))
+        # Both samples hold n rows (the sorted profiles compare rows of equal length),
+        # the seed pairs' rows among them so that every candidate is refined with them.
+        kept = np.empty((0, 2), dtype=np.int64) if seeds is None else seeds.cpu().numpy()[:n]
+        sx, sy = _sample(len(Xw), n, rng, kept[:, 0]), _sample(len(Yw), n, rng, kept[:, 1])
+        A, B = Xw[torch.as_tensor(sx, device=Xw.device)], Yw[torch.as_tensor(sy, device=Yw.device)]
+        sample_seeds = None
+        if seeds is not None:
+            sample_seeds = torch.as_tensor(
+                np.stack([np.searchsorted(sx, kept[:, 0]), np.searchsorted(sy, kept[:, 1])], 1),
+                device=Xw.device,
+            )
         candidates = {}
         if seeds is not None:
             candidates["seed_pairs"] = _u.orthogonal_fit(Xw[seeds[:, 0]], Yw[seeds[:, 1]])
@@ -306,7 +344,9 @@ class UnpairedProcrustesAligner(BaseAligner):
         for label, W in candidates.items():
             # A short refinement on the sample: a start close to the answer converges
             # there quickly, a wrong one stays among unrelated matches.
-            W, matches, _ = _u.self_learn(A, B, W, n_iter=3, csls_k=self.csls_k, tol=self.tol)
+            W, matches, _ = _u.self_learn(
+                A, B, W, seeds=sample_seeds, n_iter=3, csls_k=self.csls_k, tol=self.tol
+            )
             scores[label] = len(matches) / n
             refined[label] = W
         best = max(scores, key=scores.get)
@@ -391,8 +431,7 @@ def _check_pairs(pairs, n_x, n_y):
     values = np.asarray(checked_input(pairs, "pairs"))
     if values.ndim != 2 or values.shape[1] != 2:
         raise ValueError(
-            f"pairs must have shape (n_pairs, 2), (row of X, row of Y); got shape "
-            f"{values.shape}."
+            f"pairs must have shape (n_pairs, 2), (row of X, row of Y); got shape {values.shape}."
         )
     if values.size and not np.issubdtype(values.dtype, np.integer):
         if not np.all(np.isfinite(values)) or np.any(values != np.round(values)):

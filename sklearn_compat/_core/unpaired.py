@@ -29,6 +29,7 @@ from scipy.optimize import quadratic_assignment
 from .ranking import knn_mean_similarity, similarity_blocks
 
 __all__ = [
+    "chance_share",
     "cluster_match_start",
     "csls_neighbours",
     "mutual_share",
@@ -54,10 +55,14 @@ def unit_centered(T):
 
 
 def orthogonal_fit(A, B):
-    """The orthogonal ``W`` minimising ``||A W - B||_F`` (thin SVD of ``A^T B``, float64)."""
+    """The orthogonal ``W`` minimising ``||A W - B||_F`` (thin SVD of ``A^T B``).
+
+    Returned in float64 on ``A``'s device: the fitted map keeps full precision, and the
+    searches cast it to the rows' dtype.
+    """
     cross = (A.T.double() @ B.double()).cpu()
     U, _, Vt = torch.linalg.svd(cross, full_matrices=False)
-    return (U @ Vt).to(device=A.device, dtype=A.dtype)
+    return (U @ Vt).to(device=A.device)
 
 
 def csls_neighbours(A, B, k):
@@ -94,8 +99,22 @@ def mutual_pairs(A, B, k):
 
 def mutual_share(Xs, Ys, W, k):
     """Share of the smaller side's rows that are in a mutual CSLS pair under ``W``."""
-    i, _ = mutual_pairs(unit_rows(Xs @ W), Ys, k)
+    i, _ = mutual_pairs(unit_rows(Xs @ W.to(Xs.dtype)), Ys, k)
     return len(i) / min(Xs.shape[0], Ys.shape[0])
+
+
+def chance_share(Xs, Ys, k, generator):
+    """:func:`mutual_share` under a random orthogonal map: what unrelated spaces give.
+
+    Mutual nearest neighbours are common by chance alone in few dimensions (about half
+    the rows of two independent 8-d Gaussian clouds), rare in many; this is the level a
+    fitted map's share is measured against.
+    """
+    d_x, d_y = Xs.shape[1], Ys.shape[1]
+    G = torch.randn(max(d_x, d_y), min(d_x, d_y), generator=generator, dtype=torch.float64)
+    Q = torch.linalg.qr(G).Q  # orthonormal columns
+    W = Q if d_x >= d_y else Q.T
+    return mutual_share(Xs, Ys, W.to(Xs.device), k)
 
 
 def self_learn(Xs, Ys, W, *, seeds=None, n_iter=10, csls_k=10, tol=0.0):
@@ -124,7 +143,7 @@ def self_learn(Xs, Ys, W, *, seeds=None, n_iter=10, csls_k=10, tol=0.0):
     rounds = 0
     matches = torch.empty((0, 2), dtype=torch.int64, device=Xs.device)
     for _ in range(n_iter):
-        i, j = mutual_pairs(unit_rows(Xs @ W), Ys, csls_k)
+        i, j = mutual_pairs(unit_rows(Xs @ W.to(Xs.dtype)), Ys, csls_k)
         rounds += 1
         matches = torch.stack([i, j], dim=1)
         current = torch.full((Xs.shape[0],), -1, dtype=torch.int64, device=Xs.device)
