@@ -25,7 +25,15 @@ from ._mapping import model_input as _model_input
 from ._mapping import model_width as _model_width
 from ._mapping import progress as _progress
 from ._mapping import source_columns as _source_columns
-from ._registry import LABEL_METRICS, METHODS, METRICS, NotAvailable, build_method, load
+from ._registry import (
+    LABEL_METRICS,
+    METHODS,
+    METRICS,
+    UNPAIRED_METHODS,
+    NotAvailable,
+    build_method,
+    load,
+)
 from ._stores import (
     check_retention,
     holdout_split,
@@ -138,6 +146,10 @@ def _named_frame(A, reader):
 def run_fit(args):
     _check_output(args.model, args.force, inputs=(args.source, args.target))
     estimator = build_method(args.method, args)
+    if args.method in UNPAIRED_METHODS:
+        return _fit_unpaired(estimator, args)
+    if args.seed_pairs:
+        raise InputError(f"--seed-pairs does not apply to --method {args.method}")
     fit_params = {}
     if args.labels_column and "labels" not in inspect.signature(estimator.fit).parameters:
         raise InputError(f"--labels-column does not apply to --method {args.method}")
@@ -182,6 +194,97 @@ def run_fit(args):
             )
         )
     return 0
+
+
+def _fit_unpaired(estimator, args):
+    """``fit`` of a method that learns from unpaired rows: no join, every row of both."""
+    for flag, value in (("--holdout", args.holdout), ("--labels-column", args.labels_column)):
+        if value:
+            raise InputError(f"{flag} does not apply to --method {args.method}")
+    src, source = read_table(args.source, _source_spec(args), dtype=args.dtype)
+    tgt, target = read_table(args.target, _target_spec(args), dtype=args.dtype)
+    pairs = None
+    if args.seed_pairs:
+        pairs = _read_seed_pairs(args.seed_pairs, source, target, src, tgt)
+    estimator.fit(_named_frame(source.X, src), _named_frame(target.X, tgt), pairs=pairs)
+    fmt = save_model(
+        estimator,
+        args.model,
+        format=args.model_format,
+        force=args.force,
+        n_training_rows=int(source.X.shape[0]),
+    )
+    n_seeds = 0 if pairs is None else len(pairs)
+    _log(
+        f"fitted {type(estimator).__name__} on {len(source.X)} source and {len(target.X)} "
+        f"target rows, unpaired, with {n_seeds} seed pairs ({source.X.shape[1]} -> "
+        f"{target.X.shape[1]} dimensions); confidence {estimator.confidence_:.3f}; "
+        f"saved {args.model} ({fmt})"
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "method": args.method,
+                    "model": str(args.model),
+                    "format": fmt,
+                    "n_source_rows": int(source.X.shape[0]),
+                    "n_target_rows": int(target.X.shape[0]),
+                    "n_seed_pairs": n_seeds,
+                    "n_matches": int(len(estimator.matches_)),
+                    "confidence": float(estimator.confidence_),
+                    "source_width": int(source.X.shape[1]),
+                    "target_width": int(target.X.shape[1]),
+                }
+            )
+        )
+    return 0
+
+
+def _read_seed_pairs(path, source, target, src, tgt):
+    """Rows ``(source row, target row)`` of the known matches in ``path``.
+
+    The file's first two columns hold a source id and a target id; without id columns
+    (a plain array, no ``--id-column``) they are row numbers from 0.
+    """
+    name = str(path).lower()
+    try:
+        if name.endswith((".parquet", ".pq")):
+            table = pd.read_parquet(path)
+        else:
+            table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise InputError("no such file", path=path) from None
+    except Exception as exc:  # noqa: BLE001 - any parse failure becomes one line
+        raise InputError(f"cannot read the seed pairs: {exc}", path=path) from None
+    if table.shape[1] < 2:
+        raise InputError(
+            f"needs two columns (a source id, then a target id), found {table.shape[1]}",
+            path=path,
+        )
+    rows = []
+    for column, (batch, reader, side) in enumerate(
+        ((source, src, "source"), (target, tgt, "target"))
+    ):
+        values = table.iloc[:, column].astype(str).str.strip()
+        if reader.id_column is None:
+            ids = pd.Series([str(i) for i in range(len(batch.X))])
+        else:
+            ids = pd.Series(batch.ids).astype(str)
+        # An id on several rows names its first.
+        first = pd.Series(np.arange(len(ids)), index=ids)[~ids.duplicated().to_numpy()]
+        found = values.map(first).fillna(-1).to_numpy(dtype=np.int64)
+        missing = np.flatnonzero(found < 0)
+        if len(missing):
+            i = int(missing[0])
+            what = "row number" if reader.id_column is None else "id"
+            raise InputError(
+                f"line {i + 2}, column {table.columns[column]!r}: {side} {what} "
+                f"{values.iloc[i]!r} is not in {reader.path}",
+                path=path,
+            )
+        rows.append(found)
+    return np.stack(rows, axis=1).astype(np.int64)
 
 
 # ------------------------------------------------------------------------- transform

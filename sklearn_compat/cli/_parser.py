@@ -140,7 +140,8 @@ def _add_fit(sub, parents):
         parents=[parents["common"], parents["pair"], parents["table"]],
         help="fit a map from SRC's space into TGT's and save it",
         description="Join SRC and TGT on the id column, fit the method on "
-        "the matched rows and save the model.",
+        "the matched rows and save the model.  --method unpaired joins nothing: it "
+        "learns from all rows of both tables (and --seed-pairs, if given).",
     )
     fit.add_argument("--method", required=True, choices=sorted(METHODS))
     fit.add_argument("--model", required=True, help="where to save the model")
@@ -160,6 +161,12 @@ def _add_fit(sub, parents):
     fit.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_labels_column(
         fit, "lambda-orth: class labels (in SRC or TGT) for the supervised contrastive term"
+    )
+    fit.add_argument(
+        "--seed-pairs",
+        metavar="FILE",
+        help="unpaired: a CSV or Parquet table of known matches, first column a SRC id, "
+        "second a TGT id (row numbers from 0 when no --id-column is given)",
     )
     add_method_options(fit)
 
