@@ -88,7 +88,9 @@ html_theme_options = {
 html_show_sourcelink = False
 
 # Executed examples may print torch/sklearn warnings; the build fails on Sphinx's own ones.
-warnings.filterwarnings("ignore", category=UserWarning, message="Matplotlib is currently using agg")
+warnings.filterwarnings(
+    "ignore", category=UserWarning, message="Matplotlib is currently using agg"
+)
 os.environ.setdefault("MPLBACKEND", "agg")
 
 
