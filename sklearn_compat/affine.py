@@ -9,7 +9,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice, moment_choice
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 from ._core.moments import PairMoments
@@ -211,7 +211,7 @@ class AffineAligner(ClosedFormAligner):
             # from (d_x, d_x) moments, or on wide data (no such statistic is formed) by
             # refits in the row space.
             wide = self._solves_wide() and is_wide(X, Y, sample_weight)
-            auto_settings.resolve_by_refit(
+            auto_choice.resolve_by_refit(
                 self,
                 X,
                 Y,
@@ -224,7 +224,7 @@ class AffineAligner(ClosedFormAligner):
         return super()._update(X, Y, sample_weight, reset=reset)
 
     def _choose_from_moments(self, options, X, Y, sample_weight):
-        return auto_settings.choose_from_moments(
+        return moment_choice.choose_from_moments(
             self,
             X,
             Y,
@@ -235,9 +235,9 @@ class AffineAligner(ClosedFormAligner):
         )
 
     def _candidate_map(self, stats, option):
-        """The map of one candidate setting from centred statistics (see auto_settings)."""
+        """The map of one candidate setting from centred statistics (see moment_choice)."""
         centered = option["fit_intercept"]
-        stats = stats if centered else auto_settings.uncentred_stats(stats)
+        stats = stats if centered else moment_choice.uncentred_stats(stats)
         moments = PairMoments(
             weight=stats["weight"],
             mean_x=stats["mean_x"],
@@ -252,7 +252,7 @@ class AffineAligner(ClosedFormAligner):
         return candidate._affine_map()
 
     def _fit_intercept(self):
-        return bool(auto_settings.resolve(self.fit_intercept, "center_", self, True))
+        return bool(auto_choice.resolve(self.fit_intercept, "center_", self, True))
 
     def _moment_options(self):
         # The normal equations square the condition number of X: float64 statistics.

@@ -17,11 +17,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice, refit_choice
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
-from ._core.validation import pick_target, refuse_bool_numbers
+from ._core.validation import pick_target
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import (
     StartMap,
@@ -352,7 +352,6 @@ class LambdaOrthAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
-        refuse_bool_numbers(self)
         warm = bool(self.warm_start) and hasattr(self, "W_")
         if warm and self.bidirectional and not hasattr(self, "forward_W_"):
             raise ValueError(
@@ -375,21 +374,21 @@ class LambdaOrthAligner(BaseAligner):
 
     def _resolve_intercept(self, X, Y, labels):
         """Decide ``fit_intercept="auto"`` (sets ``center_`` and ``auto_scores_``)."""
-        auto_settings.resolve_by_refit(
+        auto_choice.resolve_by_refit(
             self,
             X,
             Y,
             {"fit_intercept": "center_"},
             [{"fit_intercept": True}, {"fit_intercept": False}],
             {"fit_intercept": True},
-            chooser=lambda options, X_, Y_, _: auto_settings.choose_by_refit(
+            chooser=lambda options, X_, Y_, _: refit_choice.choose_by_refit(
                 self,
                 X_,
                 Y_,
                 options,
                 shared_params=self._candidate_params(),
                 row_params={"labels": labels},
-                margin=auto_settings.TRAINED_MARGIN,
+                margin=refit_choice.TRAINED_MARGIN,
             ),
         )
 

@@ -10,11 +10,12 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.auto_settings import query_comparison_form, query_csls_k
 from ._core.backend import resolve_device, to_numpy, to_torch
 from ._core.knn import crowding, rowwise, search
 from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
+from ._core.validation import NumbersNotBoolsMixin
 from ._neighbors_index import DEFAULT_PARAMS, FaissGallery
+from ._neighbors_policy import fitted_csls_k, query_comparison_form, query_csls_k
 
 __all__ = ["AlignedNeighbors"]
 
@@ -29,7 +30,7 @@ def _final_step(aligner):
     return aligner[-1] if isinstance(aligner, Pipeline) else aligner
 
 
-class AlignedNeighbors(BaseEstimator):
+class AlignedNeighbors(NumbersNotBoolsMixin, BaseEstimator):
     """Nearest neighbours in an old model's gallery for queries embedded by a new model.
 
     scikit-learn's :class:`~sklearn.neighbors.NearestNeighbors` interface for the query
@@ -86,7 +87,15 @@ class AlignedNeighbors(BaseEstimator):
         :class:`~sklearn_compat.OrthogonalProcrustesAligner`'s ``"auto"``), ``"auto"``
         for both ``csls_k`` and ``gallery`` follows that evidence: a form (raw or centred,
         with or without CSLS) that beats the default one there by more than ``0.005``
-        top-1 is used instead.  ``csls_k_`` holds the value in force.
+        top-1 is used instead.  ``csls_k_`` holds the value in force.  On a small gallery
+        ``"auto"`` takes at most the rows each crowding is measured among: the gallery's
+        size less one (the gallery as its own reference), or the number of ``queries``
+        given to ``fit`` (or, with ``csls_reference="batch"``, of each ``kneighbors``
+        call); a gallery of one item is ranked by plain cosine.  A number larger than
+        those is refused, naming the size.
+
+        .. versionchanged:: 0.1.0
+           ``"auto"`` adapts to galleries of 10 items or fewer instead of failing.
         ``CSLS(q, g) = 2 cos(q, g) - r_G(q) - r_Q(g)``: ``r_G(q)`` is the mean cosine
         of query ``q`` to its ``csls_k`` nearest gallery items (it does not change the
         order of ``q``'s neighbours), ``r_Q(g)`` that of gallery item ``g`` to its
@@ -260,7 +269,18 @@ class AlignedNeighbors(BaseEstimator):
         final = _final_step(self.aligner)
         check_is_fitted(final)
         G = check_embeddings(X, "gallery")
-        csls_k = self.csls_k_ = query_csls_k(final, self.csls_k)
+        csls_k = query_csls_k(final, self.csls_k)
+        if self._auto_csls():
+            # "auto" adapts to a small gallery: its neighbourhood is at most the rows the
+            # crowding is measured among (the other gallery items, or the queries).
+            if self.csls_reference == "fit" and queries is None:
+                n_reference = G.shape[0] - 1
+            elif self.csls_reference == "fit":
+                n_reference = min(G.shape[0], len(queries))
+            else:
+                n_reference = G.shape[0]
+            csls_k = fitted_csls_k(csls_k, n_reference)
+        self.csls_k_ = csls_k
         width = getattr(final, "n_targets_", G.shape[1])
         if G.shape[1] != width:
             raise ValueError(
@@ -269,14 +289,17 @@ class AlignedNeighbors(BaseEstimator):
             )
         if csls_k is not None and csls_k > G.shape[0]:
             raise ValueError(
-                f"csls_k={csls_k} exceeds the number of gallery items ({G.shape[0]})."
+                f"csls_k={csls_k} exceeds the number of gallery items ({G.shape[0]}); "
+                "lower csls_k, set csls_k=None (plain cosine) or csls_k='auto' (adapts "
+                "to the gallery)."
             )
         measure_now = csls_k is not None and self.csls_reference == "fit"
         if measure_now and queries is None and csls_k >= G.shape[0]:
             raise ValueError(
                 f"csls_k={csls_k} needs a gallery of more than {csls_k} items to "
                 f"measure each item's neighbourhood among the others (got {G.shape[0]}); "
-                "pass queries= to fit, lower csls_k, or set csls_k=None."
+                "pass queries= to fit, lower csls_k, or set csls_k=None (plain cosine) or "
+                "csls_k='auto' (adapts to the gallery)."
             )
         center = None
         # Aligners that work on unit rows (vecmap's normalisation, RCSLS) map into the
@@ -304,6 +327,9 @@ class AlignedNeighbors(BaseEstimator):
             self.gallery_penalty_ = self._fit_penalty(scoring, queries, device).cpu().numpy()
         self.index_ = self._build_index(scoring)
         return self
+
+    def _auto_csls(self):
+        return isinstance(self.csls_k, str) and self.csls_k == "auto"
 
     def _build_index(self, scoring):
         """The approximate index ``index`` asks for (None: exact search)."""
@@ -429,6 +455,8 @@ class AlignedNeighbors(BaseEstimator):
         csls_k = getattr(self, "csls_k_", self.csls_k)
         if csls_k is not None:
             if self.csls_reference == "batch":
+                if self._auto_csls():
+                    csls_k = fitted_csls_k(csls_k, n)  # a batch of few queries lends them all
                 if csls_k > n:
                     raise ValueError(
                         f"csls_k={csls_k} exceeds the number of queries ({n}): with "

@@ -9,25 +9,21 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice, refit_choice
 from ._core.backend import resolve_device, to_torch
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
-from ._core.ranking import paired_ranks
+from ._core.polar import procrustes_from_cross
+from ._core.ranking import paired_topk_share, unit_rows
 from ._core.rcsls import clip_spectral_norm, rcsls_loss_and_gradient
 from ._core.validation import pick_target, stack_unpaired
-from .procrustes import procrustes_from_cross
 
 __all__ = ["RCSLSAligner"]
 
 
-def _unit(A):
-    return torch.nn.functional.normalize(A, dim=1)
-
-
 def _centred_unit(U, mean):
     """Unit rows ``U`` centred on ``mean`` (when given) and scaled to unit length again."""
-    return U if mean is None else _unit(U - mean)
+    return U if mean is None else unit_rows(U - mean)
 
 
 class RCSLSAligner(BaseAligner):
@@ -223,21 +219,21 @@ class RCSLSAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
-        auto_settings.resolve_by_refit(
+        auto_choice.resolve_by_refit(
             self,
             X,
             Y,
             {"center": "center_"},
             [{"center": False}, {"center": True}],
             {"center": False},
-            chooser=lambda options, X_, Y_, _: auto_settings.choose_by_refit(
+            chooser=lambda options, X_, Y_, _: refit_choice.choose_by_refit(
                 self,
                 X_,
                 Y_,
                 options,
                 shared_params=self._candidate_params(),
                 fit_params={"X_unpaired": X_unpaired, "Y_unpaired": Y_unpaired},
-                margin=auto_settings.TRAINED_MARGIN,
+                margin=refit_choice.TRAINED_MARGIN,
             ),
         )
         X, Y = self._validate_pair(X, Y, reset=True)
@@ -247,7 +243,7 @@ class RCSLSAligner(BaseAligner):
         n = X.shape[0]
         held_out = self._held_out(n)
         f32 = torch.float32
-        S, T = _unit(to_torch(sources, device, f32)), _unit(to_torch(targets, device, f32))
+        S, T = unit_rows(to_torch(sources, device, f32)), unit_rows(to_torch(targets, device, f32))
         mean_x = mean_y = None
         spread = 1.0
         if self.center_:
@@ -276,7 +272,7 @@ class RCSLSAligner(BaseAligner):
 
     def _centred(self):
         # The setting in force (models saved before "auto" existed have no center_).
-        return bool(auto_settings.resolve(self.center, "center_", self, False))
+        return bool(auto_choice.resolve(self.center, "center_", self, False))
 
     def _held_out(self, n):
         """Row numbers of the held-out pairs (none when too few pairs to spare them)."""
@@ -362,17 +358,16 @@ class RCSLSAligner(BaseAligner):
         T = to_torch(X, device, dtype)
         centred = self._centred()
         mean = to_torch(self.mean_x_, device, dtype) if centred else None
-        Z = _centred_unit(_unit(T), mean) @ to_torch(self.W_, device, dtype)
+        Z = _centred_unit(unit_rows(T), mean) @ to_torch(self.W_, device, dtype)
         if centred:
             # The map was trained on directions (centred unit targets): give each mapped row
             # the typical spread of Y's centred unit rows before adding their mean back,
             # so that the mean weighs as it does in Y.
-            Z = _unit(Z) * self.spread_y_
+            Z = unit_rows(Z) * self.spread_y_
             Z = Z + to_torch(self.mean_y_, device, dtype)
         return Z.cpu().numpy()
 
 
 def _paired_top1(Z, Y):
     """Share of rows of Z whose most similar row of Y (cosine) is their own partner."""
-    ranks = paired_ranks(Z.cpu().numpy(), Y.cpu().numpy(), device=Z.device)
-    return float(np.mean(ranks == 0))
+    return paired_topk_share(Z.cpu().numpy(), Y.cpu().numpy(), device=Z.device)

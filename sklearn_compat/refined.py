@@ -9,7 +9,7 @@ from sklearn.base import _fit_context, clone
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import fitted_choices
 from ._core.base import BaseAligner
 from ._core.csls import mutual_csls_pairs
 from ._core.few_pairs import UnderdeterminedFitWarning
@@ -180,7 +180,7 @@ class RefinedProcrustesAligner(BaseAligner):
         # by every round: the induced pairs are the map's own guesses, and a setting that
         # changed between rounds would change the dictionary it induces.
         base = clone(base).set_params(**chosen_settings(current, base))
-        for name in auto_settings.CHOICE_ATTRIBUTES:
+        for name in fitted_choices.CHOICE_ATTRIBUTES:
             self.__dict__.pop(name, None)
             if hasattr(current, name):
                 setattr(self, name, getattr(current, name))

@@ -15,7 +15,7 @@ from sklearn.utils.validation import (
 
 from ._core.backend import as_numpy_input, checked_input, one_line_errors, resolve_device
 from ._core.ranking import l2_normalize
-from ._core.validation import check_row_labels
+from ._core.validation import NumbersNotBoolsMixin, check_row_labels
 from ._relative.anchors import (
     farthest_point_anchors,
     kmeans_anchors,
@@ -44,7 +44,7 @@ AUTO_ANCHORS_PER_FEATURE = 2
 CENTRED_SIMILARITIES = ("cosine", "dot")
 
 
-class RelativeAnchorEncoder(TransformerMixin, BaseEstimator):
+class RelativeAnchorEncoder(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
     """Represent each embedding by its similarities to a set of anchor items.
 
     Two models that embed the same anchor items produce comparable relative vectors, so a

@@ -16,13 +16,10 @@ from sklearn_compat import (
     ResidualAdapterAligner,
     WhitenedProcrustesAligner,
 )
-from sklearn_compat._core.auto_settings import (
-    TRAINED_MARGIN,
-    AutoSettingWarning,
-    holdout_folds,
-    paired_top1,
-    query_comparison_form,
-)
+from sklearn_compat._core.holdout import holdout_folds, paired_top1
+from sklearn_compat._core.refit_choice import TRAINED_MARGIN
+from sklearn_compat._neighbors_policy import query_comparison_form
+from sklearn_compat.exceptions import AutoSettingWarning
 from sklearn_compat.io import model_fingerprint
 
 
@@ -367,3 +364,17 @@ def test_query_path_is_faithful_on_real_features(mnist_features, make, n_train):
     search = AlignedNeighbors(aligner, n_neighbors=1).fit(Y[test])
     hits = search.kneighbors(X[test], return_distance=False)[:, 0] == np.arange(len(test))
     assert float(np.mean(hits)) >= _top1_by_transform(aligner, X[test], Y[test]) - 0.005
+
+
+def test_the_former_auto_settings_module_still_names_what_it_held():
+    # Split by idea (issue 33); code and citations that import the old path keep working.
+    from sklearn_compat import _neighbors_policy
+    from sklearn_compat._core import auto_settings, fitted_choices, holdout, moment_choice
+
+    assert auto_settings.holdout_folds is holdout.holdout_folds
+    assert auto_settings.choose_procrustes_setting is moment_choice.choose_procrustes_setting
+    assert auto_settings.query_path_scores is _neighbors_policy.query_path_scores
+    assert auto_settings.fitted_choices is fitted_choices.fitted_choices
+    assert auto_settings.AutoSettingWarning is AutoSettingWarning
+    for name in auto_settings.__all__:
+        assert getattr(auto_settings, name) is not None

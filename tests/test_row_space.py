@@ -11,8 +11,9 @@ import pytest
 from scipy.stats import ortho_group
 
 from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner, WhitenedProcrustesAligner
+from sklearn_compat._core.ranking import unit_rows
 from sklearn_compat._core.row_space import _rotation_onto
-from sklearn_compat._core.whitening import multi_step_map, unit_rows
+from sklearn_compat._core.whitening import multi_step_map
 from sklearn_compat.affine import least_squares_from_gram
 from sklearn_compat.procrustes import procrustes_from_cross
 
@@ -165,7 +166,7 @@ def test_auto_settings_on_wide_data_choose_in_the_row_space():
 def test_whitened_auto_on_wide_data_scores_as_explicit_refits_would():
     # The wide chooser maps the held-out rows through the candidates' thin factors; each
     # score must be the one an explicit refit on the kept rows gets through ``transform``.
-    from sklearn_compat._core.auto_settings import holdout_folds, paired_top1
+    from sklearn_compat._core.holdout import holdout_folds, paired_top1
 
     rng = np.random.default_rng(7)
     n, d = 150, 300
@@ -188,7 +189,7 @@ def test_whitened_auto_on_wide_data_scores_as_explicit_refits_would():
 def test_procrustes_auto_on_wide_data_scores_as_explicit_refits_would(shape):
     # Both centrings are scored from one QR per side, the held-out rows mapped through the
     # thin factors of the rotation: each score is that of an explicit refit's transform.
-    from sklearn_compat._core.auto_settings import holdout_folds, paired_top1
+    from sklearn_compat._core.holdout import holdout_folds, paired_top1
 
     n, d_x, d_y = shape
     rng = np.random.default_rng(8)
@@ -297,7 +298,7 @@ def test_wide_fits_reuse_the_choice_factorisation_and_equal_explicit_fits():
 
 
 def test_holdout_folds_take_one_fold_from_the_wide_solve_width():
-    from sklearn_compat._core.auto_settings import WIDE_SOLVE, holdout_folds
+    from sklearn_compat._core.holdout import WIDE_SOLVE, holdout_folds
 
     assert len(holdout_folds(5000, None)) == 5
     assert len(holdout_folds(5000, None, WIDE_SOLVE - 1)) == 5
@@ -320,9 +321,9 @@ def test_wide_solves_choose_on_a_row_sample_and_fit_every_row(monkeypatch, cls):
     # From WIDE_SOLVE columns on (lowered here), with more rows than columns, "auto"
     # scores its candidates in the row space on a sample of d/2 rows; the chosen setting is
     # then fitted on every row, exactly as given explicitly.
-    from sklearn_compat._core import auto_settings
+    from sklearn_compat._core import holdout
 
-    monkeypatch.setattr(auto_settings, "WIDE_SOLVE", 256)
+    monkeypatch.setattr(holdout, "WIDE_SOLVE", 256)
     rng = np.random.default_rng(4)
     d = 300
     R = ortho_group.rvs(d, random_state=4)
@@ -330,10 +331,8 @@ def test_wide_solves_choose_on_a_row_sample_and_fit_every_row(monkeypatch, cls):
     X = Z + 3.0 * rng.normal(size=d) * np.geomspace(1.0, 0.2, d)
     Y = Z @ R + 0.05 * rng.normal(size=Z.shape) - 2.0 * rng.normal(size=d)
     calls = []
-    real = auto_settings.holdout_folds
-    monkeypatch.setattr(
-        auto_settings, "holdout_folds", lambda n, *a: calls.append(n) or real(n, *a)
-    )
+    real = holdout.holdout_folds
+    monkeypatch.setattr(holdout, "holdout_folds", lambda n, *a: calls.append(n) or real(n, *a))
     auto = cls(random_state=0).fit(X, Y)
     assert calls == [d // 2]  # the candidates saw the sample only
     assert auto.center_ is True  # offsets unrelated by the map: centring wins

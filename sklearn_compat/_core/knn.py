@@ -216,6 +216,8 @@ def _cells(R, n_cells, generator):
         sizes = torch.bincount(owner, minlength=n_cells)
         # An empty cell keeps its centroid (it may win rows in the full assignment).
         sums[sizes == 0] = centroids[sizes == 0]
+        # torch's own normalize, not ranking.unit_rows: no wait on the device per round
+        # (sums of unit rows have ordinary norms, which is all its plain norm gets right).
         centroids = torch.nn.functional.normalize(sums, dim=1)
     return centroids
 

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .._core.backend import to_numpy, to_torch, torch_generator
-from .._core.ranking import scaled_row_norms
+from .._core.ranking import scaled_l2_normalize
 from .similarity import torch_similarity
 
 __all__ = ["DEFAULT_LOSS_WEIGHTS", "initial_logits", "train_mixture"]
@@ -87,10 +87,6 @@ def _barlow(Rb, Rc):
     diag = torch.diagonal(C)
     off = (C * C).sum() - (diag * diag).sum()
     return (((1.0 - diag) ** 2).sum() + off / m) / m
-
-
-def _unit(R):
-    return R / torch.clamp(scaled_row_norms(R), min=1e-12)
 
 
 def _uniformity(u):
@@ -175,7 +171,9 @@ def train_mixture(
                 spread = P @ W_sq - (Aw * Aw).sum(1)
                 cohesion = cohesion + spread.mean() / W.shape[1]
             cohesion = cohesion / len(Xs)
-            units = [_unit(r) for r in R]
+            # A training step: differentiable, and no wait on the device to find the rows
+            # whose plain norm overflows (which unit_rows reads once per call).
+            units = [scaled_l2_normalize(r) for r in R]
             uniform = sum(_uniformity(u) for u in units) / len(units)
             loss = weights["cohesion"] * cohesion + weights["align_uniform"] * uniform
             if pairs:

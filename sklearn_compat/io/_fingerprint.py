@@ -76,7 +76,7 @@ def model_fingerprint(model, *, training_ids=None, n_training_rows=None):
     ('sklearn_compat.affine.AffineAligner', 3, 2, 20)
     """
     from .. import __version__
-    from .._core.auto_settings import fitted_choices
+    from .._core.fitted_choices import fitted_choices
 
     names_out = None
     try:

@@ -26,7 +26,11 @@ from ._common import InputError, csv_compression, is_pattern, table_format
 __all__ = ["AtomicOutput", "OutputLayout", "TableWriter", "write_table"]
 
 # Writers of the stores (close, commit and abort like a file's sink and AtomicOutput).
-_STORE_SINKS = {"lance": ("._lance", "LanceSink"), "chroma": ("._chroma", "ChromaSink")}
+_STORE_SINKS = {
+    "lance": ("._lance", "LanceSink"),
+    "chroma": ("._chroma", "ChromaSink"),
+    "pgvector": ("._pgvector_sink", "PgvectorSink"),
+}
 # Rows per slice handed to pyarrow's Parquet writer (see _ParquetSink.write).
 _WRITE_STEP = 4096
 # Spare digits kept in a .npy header so the row count can be written once it is known.

@@ -10,7 +10,7 @@ from .._core.ranking import (
     label_rank_stats,
     mask_self,
     normalized_tensors,
-    paired_ranks,
+    paired_topk_share,
     similarity_blocks,
     topk_mask,
 )
@@ -148,9 +148,9 @@ def paired_topk_accuracy(
     k = check_positive_int(k, "k")
     csls_k = check_positive_int(csls_k, "csls_k", allow_none=True)
     kwargs = {} if memory_budget is None else {"budget": memory_budget}
-    ranks = paired_ranks(queries, gallery, device=device, csls_k=csls_k, **kwargs)
-    weights = query_weights(sample_weight, len(ranks))
-    return float(np.average(ranks < k, weights=weights))
+    return paired_topk_share(
+        queries, gallery, k, sample_weight=sample_weight, device=device, csls_k=csls_k, **kwargs
+    )
 
 
 def mean_cosine_similarity(queries, gallery, *, sample_weight=None, device="auto"):
