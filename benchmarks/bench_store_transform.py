@@ -37,17 +37,15 @@ Usage::
 """
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
+import _common
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -272,16 +270,19 @@ def report(args, what, floor_name, ours, floor, idle):
     ]
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", choices=("lance", "pgvector"), default="lance")
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--dim", type=int, default=256)
     parser.add_argument("--rows-per-batch", type=int, default=16384)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
     parser.add_argument("--notes", default="", help="a note for the JSON (e.g. the box's load)")
-    args = parser.parse_args()
+    # pgvector's figures have their own section on the results page.
+    _common.add_json_arguments(parser, "store_transform")
+    args = parser.parse_args(argv)
+    if args.store == "pgvector" and args.json == parser.get_default("json"):
+        args.json = str(_common.RESULTS_DIR / "store_transform_pgvector.json")
 
     from sklearn_compat import OrthogonalProcrustesAligner
     from sklearn_compat.io import save_model
@@ -296,32 +297,35 @@ def main():
             rows = run_pgvector(args, work, work / "m.skops")
         else:
             rows = run_lance(args, work)
-        if args.json:
-            write_json(args, rows)
+        write_json(args, rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def write_json(args, rows):
-    command = "python benchmarks/bench_store_transform.py " + " ".join(sys.argv[1:])
-    result = {
-        "benchmark": "bench_store_transform",
-        "title": f"transform of a {args.store} table into a new table against the floor",
-        "command": command.split(" --json")[0],
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
-        "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "notes": args.notes,
-        "tables": [
-            {
-                "title": f"{args.rows} x {args.dim} float32, batches of {args.rows_per_batch} "
+    """The figures to benchmarks/results/ (see benchmarks/_common.py), unless --no-json."""
+    store = "LanceDB" if args.store == "lance" else "Postgres (pgvector)"
+    _common.write_results(
+        args,
+        "store_transform" if args.store == "lance" else "store_transform_pgvector",
+        f"Vector stores: `transform` of a {store} table into a new table",
+        [
+            _common.table(
+                f"{args.rows:,} x {args.dim} float32, batches of {args.rows_per_batch:,} "
                 f"rows, best of {args.rounds}",
-                "columns": ["run", "seconds", "peak MiB beyond imports", "ratio to the floor"],
-                "rows": rows,
-            }
+                ["run", "seconds", "peak MiB beyond imports", "ratio to the floor"],
+                rows,
+            )
         ],
-    }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        notes=" ".join(
+            [
+                "Each run in a fresh process, alternating; memory is peak resident memory "
+                "beyond a process that only does the same imports (the database server's "
+                "own memory is not counted).",
+                args.notes,
+            ]
+        ).strip(),
+    )
 
 
 def run_lance(args, work):
