@@ -11,7 +11,6 @@ import json
 import os
 import platform
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -107,11 +106,6 @@ def best_time(function, repeats, *, device=None):
         synchronize(device)
         best = min(best, time.perf_counter() - start)
     return best, result
-
-
-def best_and_median(seconds):
-    """(best, median) of a list of timings."""
-    return min(seconds), statistics.median(seconds)
 
 
 # -- the machine ----------------------------------------------------------------------------
@@ -306,10 +300,3 @@ def _plain(value):
     if hasattr(value, "tolist"):
         return value.tolist()
     return str(value)
-
-
-def fmt(value, digits=3):
-    """A cell: floats rounded to ``digits`` significant decimals, others as given."""
-    if isinstance(value, float):
-        return round(value, digits)
-    return value
