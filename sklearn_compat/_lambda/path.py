@@ -44,7 +44,7 @@ PATH_CONSTRAINTS = {
 # a fit whose orthogonality constraint binds stops after this many readings (half an
 # epoch) without improvement.  Measured on a real text pair (256-d -> 384-d, 2,400 rows
 # per fold): a warm fit at a binding lam has its best held-out loss within its first
-# epoch and then only moves with the minibatch noise (RESULTS.md).
+# epoch and then only moves with the minibatch noise (see the benchmarks page).
 READINGS_PER_EPOCH = 4
 BOUND_PATIENCE = 2
 
