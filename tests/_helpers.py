@@ -6,6 +6,16 @@ call the package, so that a test compares the package with something independent
 
 import numpy as np
 from scipy.stats import ortho_group
+from sklearn.base import BaseEstimator
+
+import sklearn_compat
+
+
+def public_estimators():
+    """The estimator classes that ``sklearn_compat.__all__`` names, by name."""
+    found = (getattr(sklearn_compat, name) for name in sklearn_compat.__all__)
+    estimators = (obj for obj in found if isinstance(obj, type) and issubclass(obj, BaseEstimator))
+    return sorted(estimators, key=lambda cls: cls.__name__)
 
 
 def planted_map(d_x, d_y, random_state):

@@ -8,19 +8,10 @@ or keyword as scikit-learn's ``sample_weight``), everything else keyword-only.
 import inspect
 
 import pytest
-from sklearn.base import BaseEstimator
 
-import sklearn_compat
+from _helpers import public_estimators
 
-ESTIMATORS = sorted(
-    (
-        getattr(sklearn_compat, name)
-        for name in sklearn_compat.__all__
-        if isinstance(getattr(sklearn_compat, name), type)
-        and issubclass(getattr(sklearn_compat, name), BaseEstimator)
-    ),
-    key=lambda cls: cls.__name__,
-)
+ESTIMATORS = public_estimators()
 PER_ROW = {"sample_weight", "labels"}
 METHODS = [
     (cls, method)
