@@ -67,6 +67,19 @@ def query_csls_k(aligner, csls_k):
     return QUERY_CSLS_K if wants is None or wants() else None
 
 
+def fitted_csls_k(csls_k, n_reference):
+    """``"auto"``'s CSLS neighbourhood on a reference of ``n_reference`` rows.
+
+    The neighbourhood cannot hold more rows than the reference it is measured among (the
+    gallery less the item itself, or the queries): a small reference lends all its rows,
+    and one with no row leaves plain cosine (None).  An explicit ``csls_k`` is never
+    changed: the searcher refuses one its data cannot serve.
+    """
+    if csls_k is None:
+        return None
+    return min(int(csls_k), int(n_reference)) if n_reference >= 1 else None
+
+
 def query_path_scores(mapped, targets, *, center=None, unit_first=False, k=None):
     """Paired top-1 of a held-out fold ranked as :class:`~sklearn_compat.neighbors.
     AlignedNeighbors` would rank it, in each comparison form it can use.

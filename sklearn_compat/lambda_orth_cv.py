@@ -153,13 +153,9 @@ class LambdaOrthAlignerCV(BaseAligner):
     behind.  Walking downwards, the wall pushes ``W`` back inside within a few epochs, but
     along the gradient of ``N`` (shrinking the most stretched directions, whatever the
     data prefer), and ``W`` then has to slide along the constraint surface to the shape
-    the data prefer, driven only by the weak data gradient against the steep wall.  On
-    the MNIST features (cnn_s0 -> mlp_s0, 5 folds, the default grid, every fit with the
-    estimator's patience and no secant start) the increasing path trained 2.5 times fewer
-    epochs than the decreasing one (``benchmarks/bench_lambda_path.py``; figures in
-    benchmarks/RESULTS.md).  Carrying Adam's moments from one ``lam`` to the next made the
-    increasing path slower (478 epochs instead of 296 on one fold), so each ``lam``
-    starts with a fresh optimizer.
+    the data prefer, driven only by the weak data gradient against the steep wall, so the
+    increasing path trains fewer epochs.  Carrying Adam's moments from one ``lam`` to the
+    next slows the increasing path down, so each ``lam`` starts with a fresh optimizer.
 
     Reuse.  When the penalty, at the current ``W``, is negligible both at the ``lam`` it
     was fitted with and at the next one (its value times ``sharpness`` below the
@@ -189,36 +185,23 @@ class LambdaOrthAlignerCV(BaseAligner):
       same one.  ``LambdaOrthAligner(lam=search.lam_).fit(X, Y)`` gives GridSearchCV's
       cold refit.
 
-    On the MNIST features (``benchmarks/bench_lambda_path.py``: four pairs of real
-    models, 4,000 rows, 5 folds, the default grid, one CPU thread) this is 3.7-4.8 times
-    faster than GridSearchCV over the same grid and folds (3.8-5.0 times fewer epochs),
-    with a pick GridSearchCV itself scores within 0.0015 of its best and a refitted map
-    as good on held-out rows.  The scores of one ``lam`` are not GridSearchCV's: early
-    stopping ends a warm-started fit at a different point than a cold one, and on these
-    pairs the mean CV top-1 of the large ``lam`` values differed by up to 0.007 either
-    way.  Set ``warm_n_iter_no_change`` to the estimator's ``n_iter_no_change`` to give
-    the path GridSearchCV's patience, for a smaller speed-up.
+    The search therefore trains fewer epochs than GridSearchCV over the same grid and
+    folds, for a pick GridSearchCV itself scores close to its best (:ref:`lam_tradeoff`).
+    The scores of one ``lam`` are not GridSearchCV's: early stopping ends a warm-started
+    fit at a different point than a cold one.  Set ``warm_n_iter_no_change`` to the
+    estimator's ``n_iter_no_change`` to give the path GridSearchCV's patience, for a
+    smaller speed-up.
 
-    Text pairs.  On a real text pair (WordLlama 256-d -> all-MiniLM-L6-v2 384-d, 4,000
-    rows, 3 folds, grid 0, 1, 2, 4, 8, inf) the fits are short and the path saves little
-    with its defaults (1.15 times faster than GridSearchCV): a cold fit from the
-    Procrustes start is at its best held-out loss after 3-13 epochs (41-50 at ``inf``),
-    and a warm-started fit gains only minibatch noise after its first epoch, yet waits
-    out its patience.  ``stop_at_bound=True, warm_n_iter_no_change=2`` ends the fits on
-    their wall two readings (half an epoch) after their best: 1-3 epochs at ``lam`` <= 8
-    and 6-8 for the first fit, 3.2 times faster there in CPU time with an equally good
-    pick (GridSearchCV scores it 0.0005 below its best; held-out top-1 0.920 against
-    0.918), and 4.4 times on e5 -> MiniLM (the same pick).  It is not a default because
-    a fit may also slide along its wall for long: on e5-base -> WordLlama the cold fit
-    at ``lam = 0`` improves for 126 epochs; stopped after 4 it scored 0.016 lower, and
-    the search picked ``inf`` (held-out top-1 0.938 against GridSearchCV's 0.949, where
-    the defaults, 2.1 times faster, lose 0.003).  On the MNIST pairs it picks as well as
-    GridSearchCV, 6.9-8.3 times faster, but the travelling fits at large ``lam`` stop early
-    and score up to 0.03 below GridSearchCV's.  Compare ``mean_n_epochs`` with a
-    default search on a subsample before relying on it.  ``warm_tol`` (e.g. ``3e-3``)
-    is the older, cruder shortcut: 2.2 times on the WordLlama pair, and a clearly worse
-    pick where fits travel far (0.015 below GridSearchCV's best on an MNIST pair),
-    which is why it is 0 by default.
+    Text pairs.  Where the fits are short (a cold fit from the Procrustes start is at its
+    best held-out loss after a few epochs, as on many pairs of text models), a
+    warm-started fit gains only minibatch noise after its first epoch yet waits out its
+    patience, and the path saves little.  ``stop_at_bound=True, warm_n_iter_no_change=2``
+    ends such fits on their wall half an epoch after their best.  It is not a default
+    because a fit may also slide along its wall for many epochs; stopped early, it scores
+    lower and can mislead the search.  Compare ``mean_n_epochs`` with a default search on
+    a subsample before relying on it.  ``warm_tol`` (e.g. ``3e-3``) is an older, cruder
+    shortcut that picks worse where fits travel far, which is why it is 0 by default.
+    Measured speed-ups and picks on real pairs: :ref:`benchmarks`.
 
     A fit that diverges (a
     ``FloatingPointError`` from the estimator) scores NaN with a ``FitFailedWarning``,

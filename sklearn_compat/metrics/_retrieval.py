@@ -224,12 +224,12 @@ def cmc_topk_accuracy(
     gallery_labels : array-like of shape (n_gallery,), default=None
         Class of each gallery item.  None (the paper's protocol) means the gallery holds
         the *same items* as the queries, row for row, so ``labels`` serve both sets.
+    k : int, default=1
+        Rank cut-off.
     exclude_self : "auto" or bool, default="auto"
         Remove gallery row ``i`` from query ``i``'s list: the query must not find itself
         (or its own item embedded by the other model).  "auto" is True when
         ``gallery_labels`` is None and False for a separate gallery.
-    k : int, default=1
-        Rank cut-off.
     sample_weight : array-like of shape (n_queries,), default=None
         Weights of the queries in the average.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
