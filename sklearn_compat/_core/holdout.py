@@ -138,7 +138,13 @@ def top1_of_similarities(sims):
 
 def paired_top1(Z, Y):
     """Paired top-1 cosine retrieval of ``Z`` against ``Y`` (the aligners' ``score``) on a
-    held-out fold of at most 1,000 rows: one float32 GEMM in numpy."""
+    held-out fold of at most 1,000 rows: one float32 GEMM in numpy.
+
+    The rule of :func:`~.ranking.paired_topk_share`, kept on the host: the candidates are
+    scored many times per fit, on folds small enough that the blockwise device search
+    costs more than the product, and the choosers that solve from statistics hold a
+    similarity matrix, not rows (:func:`top1_of_similarities`).
+    """
     return top1_of_similarities(unit_rows_float32(Z) @ unit_rows_float32(Y).T)
 
 
