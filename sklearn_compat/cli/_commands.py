@@ -366,8 +366,8 @@ def run_evaluate(args):
     evaluated_on = _evaluated_on(model, src, extra[JOINED_IDS])
     if evaluated_on == "training":
         _log(
-            f"sklearn-compat: warning: {args.model}: these {X.shape[0]} pairs are the ones it "
-            "was fitted on (same ids), so every figure is a training figure, not a held-out one"
+            f"evaluated on the {X.shape[0]} training pairs of {args.model} (the ids it was "
+            "fitted on): these are training figures, not held-out ones"
         )
     device = args.device or "auto"
     labels = extra.get(args.labels_column) if args.labels_column else None
