@@ -17,6 +17,7 @@ Usage::
 import argparse
 import time
 
+import _common
 import numpy as np
 
 import sklearn_compat._core.backend as backend
@@ -47,7 +48,10 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 16, 256, 100_000])
     parser.add_argument("--repeats", type=int, default=7)
+    _common.add_threads_argument(parser)
+    _common.add_json_arguments(parser, "query_latency")
     args = parser.parse_args(argv)
+    _common.limit_threads(args.threads)
 
     rng = np.random.default_rng(0)
     dtype = np.dtype(args.dtype)
@@ -62,6 +66,7 @@ def main(argv=None):
         f"{'rows':>8} {'bare x@W':>12} {'transform':>12} {'ratio':>7} "
         f"{'full path':>12} {'ratio':>7}"
     )
+    table = []
     for rows in args.rows:
         x = rng.normal(size=(rows, args.dim)).astype(dtype)
         aligner.transform(x)  # warm caches on both sides
@@ -82,6 +87,26 @@ def main(argv=None):
             f"{rows:>8} {bare * 1e6:>10.1f}us {model * 1e6:>10.1f}us {model / bare:>6.2f}x "
             f"{full * 1e6:>10.1f}us {full / bare:>6.2f}x"
         )
+        table.append(
+            [
+                f"{rows:,}",
+                f"{bare * 1e6:.1f} us",
+                f"{model * 1e6:.1f} us",
+                f"{model / bare:.2f}x",
+                f"{full * 1e6:.1f} us",
+                f"{full / bare:.2f}x",
+            ]
+        )
+    columns = ["rows", "bare `x @ W`", "`transform`", "ratio", "full path", "ratio"]
+    _common.write_results(
+        args,
+        "query_latency",
+        "Query latency: `transform` of a few rows",
+        [_common.table("", columns, table)],
+        notes=f"OrthogonalProcrustesAligner, centred, {args.dim} -> {args.dim}, {args.dtype}, "
+        f'CPU; best of {args.repeats} interleaved measurements. "full path" forces the '
+        "general path (validation, conversions, torch) that the small-input path skips.",
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""Choose lam with GridSearchCV, inside a Pipeline, with class labels routed to the fit.
+"""Choosing lam with GridSearchCV in a Pipeline
+============================================
+
+Choose lam with GridSearchCV, inside a Pipeline, with class labels routed to the fit.
 
 The aligner's default ``score`` (paired top-1 retrieval: does each adapted new embedding
 find its own old embedding?) drives a plain search; a multi-metric search then reports

@@ -1,4 +1,7 @@
-"""The lambda trade-off on real features: compatibility against the new model's own geometry.
+"""The lam trade-off: compatibility against the new model's geometry
+=================================================================
+
+The lambda trade-off on real features: compatibility against the new model's own geometry.
 
 A retrieval system indexes an old model's embeddings; a new model arrives.  For each
 threshold ``lam`` (and the strict, exactly orthogonal variant) we train the paper's

@@ -1,4 +1,7 @@
-"""Search across two embedding models: one model's queries, another's index, a mixed index.
+"""Search across two embedding models
+==================================
+
+Search across two embedding models: one model's queries, another's index, a mixed index.
 
 A search team has an index embedded by model B and a new client that embeds queries with
 model A (another vendor, a smaller on-device model, an image encoder against a text index).

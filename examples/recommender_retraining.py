@@ -1,4 +1,7 @@
-"""Recommender retraining: serve today's item vectors to yesterday's user vectors.
+"""Recommender retraining: today's items for yesterday's users
+===========================================================
+
+Recommender retraining: serve today's item vectors to yesterday's user vectors.
 
 A matrix-factorisation recommender is retrained (new seed, more data): its item vectors
 land in a new space, and yesterday's user vectors (cached, served, in downstream models)

@@ -1,4 +1,7 @@
-"""Add lambda-orthogonality to your own skorch net.
+"""Lambda-orthogonality in your own skorch net
+===========================================
+
+Add lambda-orthogonality to your own skorch net.
 
 ``LambdaOrthAligner`` trains one affine adapter.  When your model is something else -- an
 adapter followed by a small head, several layers, your own loss -- build it as a skorch

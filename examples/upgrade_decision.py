@@ -1,4 +1,7 @@
-"""Upgrade decision: bridge the new model's queries to the old index, or re-index?
+"""Upgrade decision: bridge or re-index?
+=====================================
+
+Upgrade decision: bridge the new model's queries to the old index, or re-index?
 
 Two small networks ("old" and "new", as in the quickstart) embed scikit-learn's bundled
 digits.  An OrthogonalProcrustesAligner fitted on the training items maps new embeddings

@@ -1,4 +1,7 @@
-"""Zero-shot stitching on real features: a digit classifier trained on one network's relative
+"""Zero-shot stitching with relative representations
+=================================================
+
+Zero-shot stitching on real features: a digit classifier trained on one network's relative
 space, applied unchanged to another network's.
 
 Data: ``mnist5k_features.npz`` (the same 5,000 MNIST digits embedded by three independently

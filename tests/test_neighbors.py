@@ -233,7 +233,7 @@ def test_bad_input_errors(fitted):
     with pytest.raises(ValueError, match="csls_k=50 exceeds the number of queries given"):
         AlignedNeighbors(aligner, csls_k=50).fit(Y, queries=queries[:10])
     with pytest.raises(ValueError, match="needs a gallery of more than 10 items"):
-        AlignedNeighbors(aligner).fit(Y[:10])
+        AlignedNeighbors(aligner, csls_k=10).fit(Y[:10])
     with pytest.raises(ValueError, match="'csls_reference' parameter"):
         AlignedNeighbors(aligner, csls_reference="gallery").fit(Y)
     with pytest.raises(ValueError, match="'gallery' parameter"):
@@ -296,3 +296,29 @@ def test_unit_row_aligners_are_centred_in_the_unit_row_space(rng, make):
     np.testing.assert_allclose(dist, ref_d, atol=1e-10)
     own = np.mean(idx[:, 0] == np.arange(100))
     assert own >= 0.85  # 0.90 measured for RCSLS(center=True), higher for Whitened
+
+
+@pytest.mark.parametrize("n_gallery", [1, 2, 5, 10])
+def test_auto_csls_adapts_to_a_small_gallery(rng, n_gallery):
+    """The default CSLS neighbourhood (10) takes the rows a small gallery has."""
+    X, Y = _pair(rng)
+    aligner = OrthogonalProcrustesAligner(center=True).fit(X, Y)
+    gallery, queries = Y[:n_gallery], X[:7]
+    search = AlignedNeighbors(aligner, n_neighbors=1).fit(gallery)
+    # Each item's crowding among the n - 1 others; one item alone: plain cosine.
+    expected = n_gallery - 1 if n_gallery > 1 else None
+    assert search.csls_k_ == expected
+    same = AlignedNeighbors(aligner, n_neighbors=1, csls_k=expected).fit(gallery)
+    np.testing.assert_array_equal(search.kneighbors(queries)[1], same.kneighbors(queries)[1])
+    # Measured among 3 queries instead, or among each call's queries.
+    assert AlignedNeighbors(aligner).fit(Y[:5], queries=queries[:3]).csls_k_ == 3
+    batch = AlignedNeighbors(aligner, n_neighbors=1, csls_reference="batch").fit(Y[:30])
+    exact = AlignedNeighbors(aligner, n_neighbors=1, csls_k=4, csls_reference="batch")
+    np.testing.assert_array_equal(
+        batch.kneighbors(queries[:4])[1], exact.fit(Y[:30]).kneighbors(queries[:4])[1]
+    )
+    # A number asked for is kept, and refused (naming the gallery's size) where too large.
+    with pytest.raises(
+        ValueError, match=rf"csls_k=12 exceeds the number of gallery items \({n_gallery}\); "
+    ):
+        AlignedNeighbors(aligner, csls_k=12).fit(gallery)

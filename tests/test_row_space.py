@@ -11,8 +11,9 @@ import pytest
 from scipy.stats import ortho_group
 
 from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner, WhitenedProcrustesAligner
+from sklearn_compat._core.ranking import unit_rows
 from sklearn_compat._core.row_space import _rotation_onto
-from sklearn_compat._core.whitening import multi_step_map, unit_rows
+from sklearn_compat._core.whitening import multi_step_map
 from sklearn_compat.affine import least_squares_from_gram
 from sklearn_compat.procrustes import procrustes_from_cross
 

@@ -27,19 +27,19 @@ from .backend import (
     resolve_device,
     to_torch,
 )
-from .ranking import paired_ranks
+from .ranking import paired_topk_share
 from .validation import (
     FLOAT_DTYPES,
+    NumbersNotBoolsMixin,
     check_target_width,
     pick_target,
-    query_weights,
     raise_not_finite,
 )
 
 __all__ = ["BaseAligner"]
 
 
-class BaseAligner(TransformerMixin, BaseEstimator):
+class BaseAligner(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
     """Common machinery of the estimators that map X's space into Y's space.
 
     Subclasses implement ``fit`` and set ``W_`` (d_x, d_y); a subclass whose map is affine
@@ -219,8 +219,7 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"X and Y must have the same number of rows, got {Z.shape[0]} and {Y.shape[0]}."
             )
-        ranks = paired_ranks(Z, Y, device=self._compute_device())
-        return float(np.average(ranks < 1, weights=query_weights(sample_weight, len(ranks))))
+        return paired_topk_share(Z, Y, sample_weight=sample_weight, device=self._compute_device())
 
     # ------------------------------------------------------------------ feature names
     @property

@@ -140,7 +140,8 @@ def _add_fit(sub, parents):
         parents=[parents["common"], parents["pair"], parents["table"]],
         help="fit a map from SRC's space into TGT's and save it",
         description="Join SRC and TGT on the id column, fit the method on "
-        "the matched rows and save the model.",
+        "the matched rows and save the model.  --method unpaired joins nothing: it "
+        "learns from all rows of both tables (and --seed-pairs, if given).",
     )
     fit.add_argument("--method", required=True, choices=sorted(METHODS))
     fit.add_argument("--model", required=True, help="where to save the model")
@@ -160,6 +161,12 @@ def _add_fit(sub, parents):
     fit.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_labels_column(
         fit, "lambda-orth: class labels (in SRC or TGT) for the supervised contrastive term"
+    )
+    fit.add_argument(
+        "--seed-pairs",
+        metavar="FILE",
+        help="unpaired: a CSV or Parquet table of known matches, first column a SRC id, "
+        "second a TGT id (row numbers from 0 when no --id-column is given)",
     )
     add_method_options(fit)
 
@@ -215,6 +222,17 @@ def _fraction(text):
     return value
 
 
+def _retention(text):
+    """A retention threshold: a number in [0, 1] (a NaN would pass every comparison)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text}")
+    return value
+
+
 def _add_store_options(tr):
     g = tr.add_argument_group("migrations (vector stores)")
     g.add_argument(
@@ -231,7 +249,7 @@ def _add_store_options(tr):
     )
     g.add_argument(
         "--min-retention",
-        type=float,
+        type=_retention,
         metavar="R",
         help="refuse unless the model's held-out retention (fit --holdout) is at least R",
     )
@@ -398,8 +416,9 @@ def _add_search(sub, parents):
         default="auto",
         metavar="K",
         help="rank by CSLS with K neighbours, each gallery item's crowding measured among "
-        "the other gallery items (score = 2 cos - both penalties); default auto: 10, "
-        "or plain cosine where MODEL was trained for retrieval with cosine",
+        "the other gallery items (score = 2 cos - both penalties); default auto: 10 (at "
+        "most the gallery's size less one), or plain cosine where MODEL was trained for "
+        "retrieval with cosine",
     )
     csls.add_argument(
         "--no-csls",

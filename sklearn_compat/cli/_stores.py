@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from ..io._common import STORES, InputError, table_format
 from ..io._read import open_table
+from ._mapping import check_width, map_batch, model_input, model_width, progress, source_columns
 
 __all__ = [
     "check_retention",
@@ -154,8 +155,6 @@ def run_store_transform(args, model, spec):
     """``transform`` whose input or output is a store (``model`` loaded and gated)."""
     import numpy as np
 
-    from . import _commands as tools  # the plain transform's helpers
-
     if args.replace and args.output:
         raise InputError("--replace writes into --input; give no --output")
     if not args.replace and not args.output:
@@ -167,10 +166,10 @@ def run_store_transform(args, model, spec):
             "carried over), and --resume and --replace apply to stores only",
             path=reader.path,
         )
-    expected = tools._model_width(model, args.model)
-    tools._check_width(reader, expected, args.model)
-    columns = tools._source_columns(model, reader)
-    probe = tools._model_input(np.zeros((1, expected)), *columns)
+    expected = model_width(model, args.model)
+    check_width(reader, expected, args.model)
+    columns = source_columns(model, reader)
+    probe = model_input(np.zeros((1, expected)), *columns)
     width = int(model.transform(probe).shape[1])
     migration = _migration(args, reader, width)
     if migration.done:
@@ -179,12 +178,12 @@ def run_store_transform(args, model, spec):
         _log(f"{migration.staging}: nothing staged to resume; starting from the first row")
     try:
         with (
-            tools._progress(reader.n_rows, args.no_progress) as bar,
+            progress(reader.n_rows, args.no_progress) as bar,
             _stop_between_batches() as stop,
         ):
             bar.update(migration.done)
             for batch, raw in migration.batches(args.rows_per_batch):
-                Z = tools._map_batch(model, batch, reader, columns)
+                Z = map_batch(model, batch, reader, columns)
                 migration.write(raw, Z)
                 bar.update(len(batch))
                 del batch, raw, Z

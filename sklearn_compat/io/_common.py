@@ -170,6 +170,8 @@ class ColumnSpec:
     exclude : tuple of str
         Columns that are never embedding columns (for example a labels column).
 
+    Notes
+    -----
     With none of ``prefix``, ``pattern``, ``vector_column`` given, a table with exactly
     one list-valued column uses it; otherwise every numeric column other than the id and
     ``exclude`` columns is an embedding column, in file order.

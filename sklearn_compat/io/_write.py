@@ -49,6 +49,8 @@ class AtomicOutput:
     inputs : sequence of path-like
         Files the command reads; writing over one of them is refused.
 
+    Notes
+    -----
     The checks (existing file, missing or read-only directory) run in the constructor, so
     a command can open its outputs before doing any work and fail early.
 
@@ -258,11 +260,14 @@ class TableWriter:
     path : str or path-like
         Destination; the format comes from the name.
     layout : OutputLayout
+        The columns to write: ids, embedding layout and width.
     force : bool, default=False
         Allow replacing an existing file.
     inputs : sequence of path-like
         Files being read (never overwritten).
 
+    Notes
+    -----
     Use as a context manager: the file is committed when the block ends normally and
     discarded when it raises.
 
