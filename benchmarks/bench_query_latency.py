@@ -24,7 +24,6 @@ import platform
 import sys
 import time
 
-import _common
 import numpy as np
 import torch
 
@@ -80,7 +79,6 @@ def main(argv=None):
     parser.add_argument("--json", help="write the table to this file (benchmarks/results/)")
     parser.add_argument("--note", default="", help="machine state, for the JSON notes")
     args = parser.parse_args(argv)
-    _common.limit_threads(args.threads)
 
     rng = np.random.default_rng(0)
     dtype = np.dtype(args.dtype)
