@@ -263,9 +263,11 @@ def decode_vectors(values, kind, width, dtype):
     wrong = np.flatnonzero(lengths != size)
     if len(wrong):
         return None, int(wrong[0])
-    raw = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), size)
-    X = raw[:, _HEADER_BYTES:].copy().view(element)
-    return X.astype(dtype or np.float32, copy=False), None
+    # The header is a whole number of elements: one view of the joined values, and one
+    # copy into native floats.
+    skip = _HEADER_BYTES // element.itemsize
+    raw = np.frombuffer(b"".join(values), dtype=element).reshape(len(values), width + skip)
+    return raw[:, skip:].astype(dtype or np.float32), None
 
 
 def vector_width(value, kind):

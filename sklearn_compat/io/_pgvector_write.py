@@ -1,4 +1,4 @@
-"""Writing Postgres tables: resumable migrations, ``--replace`` in one transaction, rollback.
+"""Writing Postgres tables: resumable migrations into a new table or, with ``--replace``, in place.
 
 :class:`PgvectorMigration` writes the mapped rows of a :class:`PgvectorReader` with binary
 ``COPY`` into a staging table ``NAME_sklearn_compat_partial`` beside the destination, one
