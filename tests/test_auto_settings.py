@@ -115,11 +115,27 @@ def test_too_few_rows_warn_and_fall_back(rng):
     assert affine.center_ is True
 
 
-def test_constant_columns_warn(rng):
-    X = np.tile(rng.normal(size=(1, 5)), (300, 1)) + 1.0
-    Y = rng.normal(size=(300, 5))
+@pytest.mark.parametrize(
+    "cls", [OrthogonalProcrustesAligner, AffineAligner, WhitenedProcrustesAligner]
+)
+@pytest.mark.parametrize("constant", ["X", "Y"])
+def test_constant_columns_warn(rng, cls, constant):
+    # Every closed form's "auto" says so, by Procrustes' rule (Affine and Whitened used to
+    # take their first candidate silently).
+    C = np.tile(rng.normal(size=(1, 5)), (300, 1)) + 1.0
+    V = rng.normal(size=(300, 5))
+    X, Y = (C, V) if constant == "X" else (V, C)
     with pytest.warns(AutoSettingWarning, match="every column of X or of Y is constant"):
-        OrthogonalProcrustesAligner().fit(X, Y)
+        cls().fit(X, Y)
+    # An explicit setting is not a choice: nothing to warn about.
+    explicit = {"fit_intercept": True} if cls is AffineAligner else {"center": True}
+    if cls is WhitenedProcrustesAligner:
+        explicit["normalize"] = True
+    if cls is OrthogonalProcrustesAligner:
+        explicit["scale"] = "spread"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutoSettingWarning)
+        cls(**explicit).fit(X, Y)
 
 
 def test_constant_columns_warn_through_rounding(rng):
