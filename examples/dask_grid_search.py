@@ -1,4 +1,7 @@
-"""GridSearchCV over ``lam`` (and ridge ``alpha``), run on a Dask cluster.
+"""Grid search over lam on a Dask cluster
+======================================
+
+GridSearchCV over ``lam`` (and ridge ``alpha``), run on a Dask cluster.
 
 scikit-learn parallelises a grid search with joblib; joblib's "dask" backend sends each
 (candidate, fold) fit to the workers of a ``dask.distributed`` cluster.  Nothing in the
@@ -80,6 +83,11 @@ def main(argv=None):
     if not args.scheduler:
         cluster.close()
 
+
+# %%
+# Run
+# ---
+# Starts a local cluster (or connects to ``--scheduler``) and runs the search on it.
 
 if __name__ == "__main__":
     main()

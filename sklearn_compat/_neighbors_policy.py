@@ -9,7 +9,7 @@ which comparison form won on its held-out fold (``query_scores_``, scored by
 
 import numpy as np
 
-from ._core.holdout import top1_of_similarities, unit_rows
+from ._core.holdout import top1_of_similarities, unit_rows_float32
 
 
 def query_comparison_form(aligner, gallery):
@@ -103,11 +103,13 @@ def query_path_scores(mapped, targets, *, center=None, unit_first=False, k=None)
     targets = np.asarray(targets, dtype=np.float64)
     forms = {"raw": (mapped, targets)}
     if center is not None:
-        Z, G = (unit_rows(mapped), unit_rows(targets)) if unit_first else (mapped, targets)
+        Z, G = mapped, targets
+        if unit_first:
+            Z, G = unit_rows_float32(mapped), unit_rows_float32(targets)
         forms["centered"] = (Z - center, G - center)
     out = {}
     for name, (Z, G) in forms.items():
-        Z, G = unit_rows(Z), unit_rows(G)
+        Z, G = unit_rows_float32(Z), unit_rows_float32(G)
         sims = Z @ G.T
         out[name] = top1_of_similarities(sims)
         if G.shape[0] > k:

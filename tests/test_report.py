@@ -12,13 +12,11 @@ from sklearn_compat.metrics import (
     mean_average_precision,
 )
 
-
-def _unit(A):
-    return A / np.linalg.norm(A, axis=1, keepdims=True)
+from _helpers import unit
 
 
 def _sims(Q, G):
-    return _unit(np.asarray(Q, np.float64)) @ _unit(np.asarray(G, np.float64)).T
+    return unit(np.asarray(Q, np.float64)) @ unit(np.asarray(G, np.float64)).T
 
 
 def _topk_sets(S, k, exclude_self):
@@ -67,7 +65,7 @@ def test_item_mode_against_brute_force(upgrade):
     )
     mapped = aligner.transform(new)
     mean = old.mean(axis=0)
-    centred_gallery = _unit(old - mean)
+    centred_gallery = unit(old - mean)
     sims = {
         "old": _sims(old, old),
         "bridge": _sims(mapped, old),

@@ -14,6 +14,7 @@ import torch
 from sklearn.utils import _safe_indexing, check_random_state
 
 from .backend import is_dask_collection
+from .ranking import unit_rows
 
 #: Fewest training rows from which ``"auto"`` is decided (a held-out slice of 20).
 MIN_ROWS = 100
@@ -119,11 +120,10 @@ def all_rows(data):
     return take_rows(data, np.arange(np.shape(data)[0]))
 
 
-def unit_rows(rows):
-    """Rows scaled to unit length in float64, returned in float32 (zero rows stay zero)."""
-    rows = np.asarray(rows, dtype=np.float64)
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return (rows / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+def unit_rows_float32(rows):
+    """Rows scaled to unit length in float64, returned in float32 (zero rows stay zero):
+    the operands of the held-out folds' float32 similarity products."""
+    return unit_rows(np.asarray(rows, dtype=np.float64)).astype(np.float32)
 
 
 def top1_of_similarities(sims):
@@ -139,7 +139,7 @@ def top1_of_similarities(sims):
 def paired_top1(Z, Y):
     """Paired top-1 cosine retrieval of ``Z`` against ``Y`` (the aligners' ``score``) on a
     held-out fold of at most 1,000 rows: one float32 GEMM in numpy."""
-    return top1_of_similarities(unit_rows(Z) @ unit_rows(Y).T)
+    return top1_of_similarities(unit_rows_float32(Z) @ unit_rows_float32(Y).T)
 
 
 def pick(scores, margin=0.0):

@@ -34,7 +34,7 @@ from .holdout import (
     pick,
     take_rows,
     top1_of_similarities,
-    unit_rows,
+    unit_rows_float32,
 )
 
 
@@ -196,7 +196,7 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         rest = moments if whole else _unmerge(moments, _fold_moments(X_fold, Y_fold, w_fold))
         forms = {True: rest, False: uncentred(rest)}
         cache = {}
-        Y_unit = unit_rows(Y_fold)
+        Y_unit = unit_rows_float32(Y_fold)
         for center in dict.fromkeys(c for c, _ in candidates):
             # x -> s (x - m_x) W + m_y: one GEMM per centring serves every scale, as
             # s (P Y^T) + m_y Y^T, P the mapped deviations.

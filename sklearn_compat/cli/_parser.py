@@ -140,7 +140,8 @@ def _add_fit(sub, parents):
         parents=[parents["common"], parents["pair"], parents["table"]],
         help="fit a map from SRC's space into TGT's and save it",
         description="Join SRC and TGT on the id column, fit the method on "
-        "the matched rows and save the model.",
+        "the matched rows and save the model.  --method unpaired joins nothing: it "
+        "learns from all rows of both tables (and --seed-pairs, if given).",
     )
     fit.add_argument("--method", required=True, choices=sorted(METHODS))
     fit.add_argument("--model", required=True, help="where to save the model")
@@ -161,6 +162,12 @@ def _add_fit(sub, parents):
     _add_labels_column(
         fit, "lambda-orth: class labels (in SRC or TGT) for the supervised contrastive term"
     )
+    fit.add_argument(
+        "--seed-pairs",
+        metavar="FILE",
+        help="unpaired: a CSV or Parquet table of known matches, first column a SRC id, "
+        "second a TGT id (row numbers from 0 when no --id-column is given)",
+    )
     add_method_options(fit)
 
 
@@ -172,7 +179,9 @@ def _add_transform(sub, parents):
         description="Map every row of INPUT with MODEL; ids are kept.",
     )
     tr.add_argument(
-        "--input", required=True, help="a table, or a LanceDB DIR/NAME.lance or Chroma DIR::NAME"
+        "--input",
+        required=True,
+        help="a table, or a LanceDB DIR/NAME.lance, Chroma DIR::NAME or Postgres URI::TABLE",
     )
     tr.add_argument("--output", help="where to write (a new store table for a store input)")
     _add_force(tr, "an existing output")
@@ -234,8 +243,9 @@ def _add_store_options(tr):
     g.add_argument(
         "--replace",
         action="store_true",
-        help="LanceDB: write the new vectors as a new version of --input once all are "
-        "written and checked; 'sklearn-compat rollback' restores the old version",
+        help="migrate --input in place once every new vector is written and checked "
+        "(LanceDB: a new version; Postgres: one transaction that keeps the old vectors and "
+        "rebuilds the vector index); 'sklearn-compat rollback' restores the old vectors",
     )
     g.add_argument(
         "--min-retention",
@@ -249,14 +259,15 @@ def _add_rollback(sub, parents):
     rb = sub.add_parser(
         "rollback",
         parents=[parents["common"]],
-        help="restore a LanceDB table's version from before a 'transform --replace'",
+        help="restore a LanceDB table's version, or a Postgres table's vectors, from "
+        "before a 'transform --replace'",
     )
-    rb.add_argument("--table", required=True, metavar="DIR/NAME.lance")
+    rb.add_argument("--table", required=True, metavar="DIR/NAME.lance|URI::TABLE")
     rb.add_argument(
         "--to-version",
         type=positive_int,
         metavar="N",
-        help="restore this version (default: the one the last migration replaced)",
+        help="LanceDB: restore this version (default: the one the last migration replaced)",
     )
 
 

@@ -20,7 +20,7 @@ _FLOAT_DTYPES = {"float32": np.float32, "float64": np.float64, None: None}
 
 @dataclass
 class Batch:
-    """Rows ``start .. start + len(X)`` of a table.
+    """Rows ``start`` to ``start + len(X) - 1`` of a table.
 
     Attributes
     ----------

@@ -21,7 +21,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._core.backend import as_numpy_input
-from .._core.ranking import label_rank_stats, target_ranks, topk_indices
+from .._core.ranking import label_rank_stats, target_ranks, topk_indices, unit_rows
 from .._core.validation import (
     check_embeddings,
     check_positive_int,
@@ -265,9 +265,7 @@ def centred_bridge(mapped_queries, old_gallery):
     """
     gallery = old_gallery.astype(np.float64)
     mean = gallery.mean(axis=0)
-    gallery = gallery - mean
-    norms = np.linalg.norm(gallery, axis=1, keepdims=True)
-    gallery /= np.maximum(norms, np.finfo(np.float64).tiny)
+    gallery = unit_rows(gallery - mean)
     return mapped_queries.astype(np.float64) - mean, gallery
 
 

@@ -1,0 +1,256 @@
+"""Helpers the benchmark scripts share: threads, timing, the machine, real pairs, results.
+
+Every benchmark writes its latest figures to ``benchmarks/results/<name>.json`` (see
+:func:`write_results` for the schema); ``benchmarks/render_results.py`` renders those files
+into ``benchmarks/RESULTS.md``.  The scripts import this module as ``_common`` (they run
+as ``python benchmarks/<script>.py``, which puts ``benchmarks/`` on ``sys.path``).
+"""
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS_DIR = HERE / "results"
+PAIRS_ROOT = HERE / "pairs" / "cache"
+#: The workplace keeps the shared data beside the checkout: <parent>/shared/data.
+SHARED_DATA = HERE.parents[1] / "shared" / "data"
+MNIST_FEATURES = SHARED_DATA / "mnist5k_features.npz"
+#: A box counts as loaded when its 1-minute load average exceeds this share of its cores.
+LOADED_SHARE = 0.75
+
+
+# -- command line ---------------------------------------------------------------------------
+
+
+def add_threads_argument(parser, default=None):
+    """``--threads N``: CPU threads for torch and BLAS (see :func:`limit_threads`)."""
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=default,
+        help="CPU threads for torch and BLAS (default: "
+        + ("their own defaults" if default is None else str(default))
+        + "); 1 gives steadier figures on a machine shared with other jobs",
+    )
+
+
+def add_json_arguments(parser, name):
+    """``--json PATH`` (default ``benchmarks/results/<name>.json``) and ``--no-json``."""
+    parser.add_argument(
+        "--json",
+        default=str(RESULTS_DIR / f"{name}.json"),
+        metavar="PATH",
+        help=f"write the figures here (default: benchmarks/results/{name}.json, which "
+        "render_results.py turns into RESULTS.md)",
+    )
+    parser.add_argument(
+        "--no-json", action="store_true", help="print only (for smoke runs: keeps the results)"
+    )
+
+
+def limit_threads(threads):
+    """Limit torch's and the BLAS libraries' threads to ``threads`` (None: leave them).
+
+    The limits hold for the rest of the process; the threadpoolctl limiter is returned.
+    """
+    if threads is None:
+        return None
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(threads)
+    return threadpool_limits(threads)
+
+
+# -- timing ---------------------------------------------------------------------------------
+
+
+def synchronize(device=None):
+    """Wait for the device's queued work (CUDA), so a timer measures it."""
+    if device is not None and getattr(device, "type", str(device)).startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def time_interleaved(candidates, repeats, *, device=None, warmup=True):
+    """Seconds of each candidate over ``repeats`` rounds, run interleaved.
+
+    ``candidates`` maps a name to a callable.  Every round runs each candidate once, so
+    load from other jobs hits them alike; a warm-up round first pays the allocator, thread
+    pools and CUDA context.  Returns ``{name: [seconds, ...]}``.
+    """
+    if warmup:
+        for run in candidates.values():
+            run()
+            synchronize(device)
+    times = {name: [] for name in candidates}
+    for _ in range(repeats):
+        for name, run in candidates.items():
+            start = time.perf_counter()
+            run()
+            synchronize(device)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def best_time(function, repeats, *, device=None):
+    """(best seconds over ``repeats`` calls, the last call's result)."""
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = function()
+        synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def best_and_median(seconds):
+    """(best, median) of a list of timings."""
+    return min(seconds), statistics.median(seconds)
+
+
+# -- the machine ----------------------------------------------------------------------------
+
+
+def _cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_state():
+    """``"quiet"`` or ``"loaded"`` (1-minute load average against the cores), with the load."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return "load unknown"
+    state = "loaded" if load > LOADED_SHARE * cores else "quiet"
+    return f"{state} (load average {load:.1f})"
+
+
+def describe_machine(device=None):
+    """One line: CPU model and cores, torch version, the GPU if one is used, and the load."""
+    import torch
+
+    parts = [f"{_cpu_model()}, {os.cpu_count()} cores", f"torch {torch.__version__}"]
+    on_gpu = str(device).startswith("cuda") or str(device) == "auto"
+    if device is not None and on_gpu and torch.cuda.is_available():
+        parts.append(torch.cuda.get_device_name(torch.device(device)))
+    else:
+        parts.append("no GPU used")
+    parts.append(machine_state())
+    return ", ".join(parts)
+
+
+# -- real pairs -----------------------------------------------------------------------------
+
+
+def load_pair(name, pairs_root=None):
+    """One cached real pair as a dict of arrays (``X``, ``Y``, ``split`` ...).
+
+    ``name`` is a file stem under ``pairs_root`` (default ``benchmarks/pairs/cache``;
+    ``benchmarks/pairs/README.md`` says how to build them).
+    """
+    import numpy as np
+
+    root = Path(pairs_root) if pairs_root else PAIRS_ROOT
+    path = root / f"{name}.npz"
+    if not path.is_file():
+        sys.exit(f"{path}: no such pair (build it: see benchmarks/pairs/README.md)")
+    with np.load(path, allow_pickle=False) as data:
+        return {key: data[key] for key in data.files}
+
+
+def load_mnist_features(path=None):
+    """The shared MNIST features (``/work/shared/data/mnist5k_features.npz``) as a dict."""
+    import numpy as np
+
+    path = Path(path) if path else MNIST_FEATURES
+    if not path.is_file():
+        sys.exit(f"{path}: the MNIST features are not here (only in the project's workplace)")
+    with np.load(path) as data:
+        return {key: data[key] for key in data.files}
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+def table(title, columns, rows):
+    """One table of a results file: ``{"title", "columns", "rows"}``, cells as given."""
+    rows = [list(row) for row in rows]
+    for row in rows:
+        if len(row) != len(columns):
+            raise ValueError(f"table {title!r}: row {row!r} has not {len(columns)} cells")
+    return {"title": title, "columns": list(columns), "rows": rows}
+
+
+def command_line(argv=None):
+    """The command that produced the results, as a user would type it."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0])
+    try:
+        script = script.resolve().relative_to(HERE.parent)
+    except ValueError:
+        pass
+    return " ".join(["python", shlex.quote(script.as_posix()), *map(shlex.quote, argv[1:])])
+
+
+def results(name, title, tables, *, notes="", command=None, machine=None, date=None):
+    """The results record of one benchmark run (the schema :func:`write_results` writes)."""
+    return {
+        "benchmark": name,
+        "title": title,
+        "command": command if command is not None else command_line(),
+        "machine": machine if machine is not None else describe_machine(),
+        "date": date or datetime.date.today().isoformat(),
+        "notes": notes,
+        "tables": list(tables),
+    }
+
+
+def write_results(args, name, title, tables, *, notes="", device=None):
+    """Write ``benchmarks/results/<name>.json`` (or ``args.json``) unless ``args.no_json``.
+
+    The file holds one object::
+
+        {"benchmark": name, "title": str, "command": the command line, "machine": str,
+         "date": ISO date, "notes": str,
+         "tables": [{"title": str, "columns": [str], "rows": [[cell, ...]]}]}
+
+    Regenerate the page afterwards with ``python benchmarks/render_results.py``.
+    """
+    if getattr(args, "no_json", False) or not getattr(args, "json", None):
+        return None
+    record = results(name, title, tables, notes=notes, machine=describe_machine(device))
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, default=_plain) + "\n", encoding="utf-8")
+    print(f"wrote {path} (now run: python benchmarks/render_results.py)")
+    return path
+
+
+def _plain(value):
+    # numpy scalars and arrays become builtins; anything else its text.
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def fmt(value, digits=3):
+    """A cell: floats rounded to ``digits`` significant decimals, others as given."""
+    if isinstance(value, float):
+        return round(value, digits)
+    return value
