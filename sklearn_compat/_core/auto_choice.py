@@ -10,9 +10,12 @@ This module resolves an estimator's ``"auto"`` parameters (:func:`resolve_by_ref
 one of the choosers: :func:`~.refit_choice.choose_by_refit` by default,
 :mod:`.moment_choice`'s from sufficient statistics where the estimator passes one.
 
-When the data cannot decide (fewer than :data:`~.holdout.MIN_ROWS` rows, or a held-out
-slice on which every candidate scores the same), the documented fallback of each estimator
-is used and :class:`~sklearn_compat.exceptions.AutoSettingWarning` says so, once per fit.
+When the data cannot decide (fewer than :data:`~.holdout.MIN_ROWS` rows), the documented
+fallback of each estimator is used, and :class:`~sklearn_compat.exceptions.AutoSettingWarning`
+says so, once per fit; it also says so when every column of X or of Y is constant (no
+candidate can be told apart there).  Duplicated rows do not blind the choice: copies of a
+held-out row's target count as its answer, not as competitors (see
+:func:`~.holdout.top1_of_similarities`).
 """
 
 import warnings

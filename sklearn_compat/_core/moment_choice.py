@@ -210,7 +210,7 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
             for c, scale in candidates:
                 if c == center:
                     sims = scale_of(scale) * mapped + offset
-                    scores[(center, scale)].append(top1_of_similarities(sims))
+                    scores[(center, scale)].append(top1_of_similarities(sims, Y_fold))
             seen.append((center, projected, scale_of, forms[center].mean_y, Y_fold))
     chosen = pick(scores)
     query = [
