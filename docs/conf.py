@@ -99,12 +99,17 @@ html_static_path = ["_static"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "header_links_before_dropdown": 6,
+    "header_links_before_dropdown": 5,
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
 html_show_sourcelink = False
+html_css_files = ["custom.css"]
+# Pages without sub-pages need no section navigation on the left.
+html_sidebars = {
+    page: [] for page in ("index", "getting_started", "benchmarks", "methods", "development")
+}
 
 # Executed examples may print torch/sklearn warnings; the build fails on Sphinx's own ones.
 warnings.filterwarnings(
