@@ -44,6 +44,7 @@ ORDER = [
     "relative_stitching_variants",
     "cli_transform",
     "store_transform",
+    "store_transform_pgvector",
     "retraining",
     "mixed_models",
     "gpu",
