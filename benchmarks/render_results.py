@@ -42,6 +42,7 @@ ORDER = [
     "cli_transform",
     "cli_layouts",
     "store_transform",
+    "store_transform_pgvector",
     "retraining",
     "mixed_models",
     "gpu",
