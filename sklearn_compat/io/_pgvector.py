@@ -412,9 +412,11 @@ class PgvectorReader(TableReader):
                         break
             if not batch:
                 break
-            yield batch
             done += len(batch)
+            # Popped, so that this frame holds no reference while the caller uses it.
+            held = [batch]
             del batch
+            yield held.pop()
         with database_errors(self.path, "cannot read the table", then):
             cursor.close()
 
