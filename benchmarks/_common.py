@@ -146,7 +146,8 @@ def describe_machine(device=None):
     import torch
 
     parts = [f"{_cpu_model()}, {os.cpu_count()} cores", f"torch {torch.__version__}"]
-    if device is not None and str(device).startswith("cuda") and torch.cuda.is_available():
+    on_gpu = str(device).startswith("cuda") or str(device) == "auto"
+    if device is not None and on_gpu and torch.cuda.is_available():
         parts.append(torch.cuda.get_device_name(torch.device(device)))
     else:
         parts.append("no GPU used")

@@ -84,5 +84,10 @@ def main(argv=None):
         cluster.close()
 
 
+# %%
+# Run
+# ---
+# Starts a local cluster (or connects to ``--scheduler``) and runs the search on it.
+
 if __name__ == "__main__":
     main()

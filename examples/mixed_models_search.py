@@ -128,5 +128,11 @@ def main():
         print(f"{label:40s}{value:9.4f}{value / baseline:12.3f}")
 
 
+# %%
+# Run
+# ---
+# Prints nDCG@10 of each way of searching, and the share of the index model's own
+# nDCG@10 it keeps.
+
 if __name__ == "__main__":
     main()

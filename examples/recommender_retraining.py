@@ -120,5 +120,10 @@ def main():
         print(f"{label:32s}{value:9.4f}{value / baseline:10.3f}")
 
 
+# %%
+# Run
+# ---
+# Prints nDCG@10 of yesterday's and today's users against raw and mapped item vectors.
+
 if __name__ == "__main__":
     main()

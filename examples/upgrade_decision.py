@@ -78,5 +78,11 @@ def main(argv=None):
     deploy_with_faiss(aligner, new_test, old_test, out_dir)
 
 
+# %%
+# Run
+# ---
+# Prints the compatibility report and its decision, writes the report with its figure,
+# and searches the old FAISS index with new-model queries through the exported map.
+
 if __name__ == "__main__":
     main()

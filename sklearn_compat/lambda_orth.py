@@ -21,6 +21,7 @@ from ._core import auto_choice, refit_choice
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
+from ._core.holdout import params_label
 from ._core.validation import pick_target
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import (
@@ -37,6 +38,7 @@ from ._lambda.skorch_parts import (
     LambdaOrthRegressor,
     OrthogonalityGap,
 )
+from .procrustes import OrthogonalProcrustesAligner
 
 __all__ = [
     "LambdaOrthAligner",
@@ -117,18 +119,20 @@ class LambdaOrthAligner(BaseAligner):
         "orthogonal" (random) starts far from any good map.
     fit_intercept : "auto" or bool, default="auto"
         Learn the bias ``b`` (and start from the centred Procrustes map), or not.
-        Neither is best on every pair (:ref:`centring`).
-        ``"auto"`` decides at ``fit``: both settings are trained for a sixth of
-        ``max_epochs``, between 1 and 10 epochs (the Procrustes start makes a few epochs
-        telling), on the rows less a held-out slice (a fifth of them, at most 1,000;
-        ``random_state`` draws it), scored by paired top-1 cosine retrieval of the
-        slice, and the better one is trained on all rows; the bias is kept unless
-        leaving it out wins by more than ``0.01`` top-1.  ``center_`` holds the choice,
-        ``auto_scores_`` the scores; a warm start keeps the previous fit's.  Choosing costs
-        the two short runs on top of the fit, relatively more for a fit that early stopping
-        ends soon (the candidates' epochs are fixed before the fit knows its length).
-        Below 100 rows it fits the bias and warns with
+        Neither is best on every pair.  ``"auto"`` decides at ``fit`` from the two
+        starts of training: the orthogonal Procrustes maps of the rows with and without
+        centring, fitted on the rows less a held-out slice (a fifth of them, at most
+        1,000; ``random_state`` draws it) and scored by paired top-1 cosine retrieval of
+        the slice.  The bias is kept unless leaving it out wins by more than 0.01.  The
+        choice costs two small SVDs, not a fit, and depends only on the rows, never on
+        ``lam``, so a search over ``lam`` makes the same choice at every grid point.
+        ``center_`` holds the choice, ``auto_scores_`` the scores; a warm start keeps the
+        previous fit's.  Below 100 rows it fits the bias and warns with
         :class:`~sklearn_compat.exceptions.AutoSettingWarning`.
+
+        .. versionchanged:: 0.1.0
+           ``"auto"`` scores the two Procrustes starts instead of training both
+           settings for a sixth of ``max_epochs`` before the fit.
     rescale : bool, default=True
         Divide X and Y by their RMS row norms (``x_scale_``, ``y_scale_``) before training
         and fold the scales back into ``W_`` and ``bias_``.  The losses, ``lr``, ``lam``
@@ -381,26 +385,32 @@ class LambdaOrthAligner(BaseAligner):
             {"fit_intercept": "center_"},
             [{"fit_intercept": True}, {"fit_intercept": False}],
             {"fit_intercept": True},
-            chooser=lambda options, X_, Y_, _: refit_choice.choose_by_refit(
-                self,
-                X_,
-                Y_,
-                options,
-                shared_params=self._candidate_params(),
-                row_params={"labels": labels},
-                margin=refit_choice.TRAINED_MARGIN,
-            ),
+            chooser=self._choose_intercept,
         )
 
-    def _candidate_params(self):
-        """What the ``"auto"`` candidates train: a sixth of ``max_epochs``, between 1 and
-        10 epochs, from the Procrustes start, without a held-out split of their own."""
-        return {
-            "max_epochs": max(1, min(10, int(self.max_epochs) // 6)),
-            "early_stopping": False,
-            "warm_start": False,
-            "verbose": 0,
-        }
+    def _choose_intercept(self, options, X, Y, sample_weight):
+        """Score the two Procrustes starts, centred and not, on one held-out slice.
+
+        Training starts from the orthogonal Procrustes map of the rows, centred when the
+        bias is fitted, and moves from it only as far as ``lam`` allows: the two starts
+        carry the evidence for the bias at the cost of two small SVDs, where training
+        both candidates would cost more than the fit itself.  The slice is the one the
+        trained candidates were scored on before (``random_state`` draws it).  The
+        choice depends on the rows alone, not on ``lam``: every fit of a search over
+        ``lam`` on the same rows makes the same choice.
+        """
+        proxy = OrthogonalProcrustesAligner(
+            scale=False, device=self.device, random_state=self.random_state
+        )
+        grid = [{"center": option["fit_intercept"]} for option in options]
+        chosen, scores = refit_choice.choose_by_refit(
+            proxy, X, Y, grid, margin=refit_choice.TRAINED_MARGIN
+        )
+        labels = {params_label(c): params_label(o) for c, o in zip(grid, options, strict=True)}
+        scores = {labels[label]: score for label, score in scores.items()}
+        if chosen is None:
+            return None, scores
+        return options[grid.index(chosen)], scores
 
     def _query_centred(self):
         """``AlignedNeighbors`` compares this map's queries with the raw gallery

@@ -1,8 +1,10 @@
 """UnpairedProcrustesAligner: recovery from unpaired rows, seed pairs, determinism, warnings."""
 
+import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import ortho_group
 
@@ -63,9 +65,8 @@ def test_seed_pairs_are_kept_where_the_rows_give_no_signal():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreliableAlignmentWarning)
         aligner = UnpairedProcrustesAligner(random_state=0).fit(X, Y, pairs=pairs)
-    assert aligner.init_ == "seed_pairs"
-    np.testing.assert_allclose(aligner.W_, Q, atol=0.05)
     assert aligner.score(X[:40], Y[100:140]) == 1.0
+    assert aligner.confidence_ < aligner.min_confidence  # the rest is still unrelated
 
 
 def test_same_random_state_gives_the_same_fit():
@@ -123,3 +124,64 @@ def test_missing_target_and_too_few_rows_are_named():
         UnpairedProcrustesAligner().fit(X, X[:1])
     with pytest.raises(TypeError, match="not both"):
         UnpairedProcrustesAligner().fit(X, X, y=X)
+
+
+# ------------------------------------------------------------------------- command line
+def _run(capsys, *args):
+    from sklearn_compat.cli import main
+
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_command_line_fits_without_an_id_join(tmp_path, capsys):
+    from sklearn_compat.io import load_model
+
+    X = clustered(400, 8, seed=12)
+    Q = ortho_group.rvs(8, random_state=12)
+    order = np.random.default_rng(12).permutation(400)
+    src = pd.DataFrame(X, columns=[f"e{i}" for i in range(8)])
+    src.insert(0, "id", [f"s{i}" for i in range(400)])
+    tgt = pd.DataFrame((X @ Q)[order], columns=[f"e{i}" for i in range(8)])
+    tgt.insert(0, "id", [f"t{i}" for i in range(400)])  # no id in common
+    src.to_csv(tmp_path / "src.csv", index=False)
+    tgt.to_csv(tmp_path / "tgt.csv", index=False)
+    pd.DataFrame({"source": ["s3", "s7"], "target": [f"t{np.argsort(order)[3]}", "t0"]}).iloc[
+        :1
+    ].to_csv(tmp_path / "seeds.csv", index=False)
+    model = tmp_path / "m.skops"
+    common = ["--source", tmp_path / "src.csv", "--target", tmp_path / "tgt.csv"]
+    code, out, err = _run(
+        capsys,
+        "fit",
+        "--method",
+        "unpaired",
+        *common,
+        "--id-column",
+        "id",
+        "--seed-pairs",
+        tmp_path / "seeds.csv",
+        "--seed",
+        0,
+        "--model",
+        model,
+        "--json",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["n_seed_pairs"] == 1 and report["confidence"] > 0.9
+    np.testing.assert_allclose(load_model(model).W_, Q, atol=1e-6)
+
+    # A seed id that is in neither table is named, with its line.
+    pd.DataFrame({"source": ["s1", "nope"], "target": ["t1", "t2"]}).to_csv(
+        tmp_path / "bad.csv", index=False
+    )
+    bad = ["--seed-pairs", tmp_path / "bad.csv", "--model", tmp_path / "b.skops"]
+    code, _, err = _run(capsys, "fit", "--method", "unpaired", *common, "--id-column", "id", *bad)
+    assert code == 1
+    assert "bad.csv: line 3, column 'source': source id 'nope' is not in" in err
+    code, _, err = _run(
+        capsys, "fit", "--method", "procrustes", *common, "--id-column", "id", *bad
+    )
+    assert code == 1 and "--seed-pairs does not apply to --method procrustes" in err
