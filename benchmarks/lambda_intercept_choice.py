@@ -67,7 +67,7 @@ def todays_rule(estimator, X, Y):
     return est.center_, est.auto_scores_
 
 
-def cost_table(repeats, n, d):
+def cost_table(repeats, n, d, previous=True):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n, d)).astype(np.float32)
     Q = np.linalg.qr(rng.normal(size=(d, d)))[0]
@@ -80,6 +80,8 @@ def cost_table(repeats, n, d):
             LambdaOrthAligner(fit_intercept=True, random_state=0).fit(X, Y),
         ),
     }
+    if not previous:
+        del runs["previous rule + fit"]
     rows = []
     for r in range(repeats):
         times = {}
@@ -154,6 +156,9 @@ def main(argv=None):
     parser.add_argument("--pairs-root", default=None)
     parser.add_argument("--skip-cost", action="store_true")
     parser.add_argument("--skip-choice", action="store_true")
+    parser.add_argument(
+        "--skip-previous", action="store_true", help="cost table: leave out the rule before"
+    )
     parser.add_argument("--json")
     parser.add_argument("--note", default="")
     args = parser.parse_args(argv)
@@ -162,7 +167,9 @@ def main(argv=None):
     tables = []
     with threadpool_limits(args.threads):
         if not args.skip_cost:
-            tables.append(cost_table(args.repeats, args.rows, args.dim))
+            tables.append(
+                cost_table(args.repeats, args.rows, args.dim, previous=not args.skip_previous)
+            )
         if not args.skip_choice:
             tables.append(choice_table(args.epochs, args.pairs_root))
     if args.json:
