@@ -298,7 +298,7 @@ array-like of int, default="random"
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, parallel=None):
+    def fit(self, X, y=None, *, parallel=None):
         """Choose (or learn) the anchors in X's space and record its statistics.
 
         Parameters

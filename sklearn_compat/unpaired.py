@@ -49,10 +49,14 @@ class UnpairedProcrustesAligner(BaseAligner):
        refitted by Procrustes on it plus the seed pairs, and the two steps repeat until
        the dictionary settles.
 
-    No true pairs are needed to judge the result: ``confidence_`` is the share of rows
-    (of the side with fewer) that are each other's CSLS nearest neighbour under the final
-    map.  Spaces that a rotation really aligns give most rows a mutual partner; a wrong
-    map leaves them with about the share that unrelated spaces give.  Below
+    3. The map itself is centred Procrustes on the final dictionary's raw rows (seed pairs
+       included), as :class:`OrthogonalProcrustesAligner` would fit it from those pairs.
+
+    No true pairs are needed to judge the result: ``confidence_`` compares the share of
+    rows (of the side with fewer) that are each other's CSLS nearest neighbour under the
+    final map with the share a random orthogonal map gives.  Spaces that a rotation really
+    aligns give nearly every shared item a mutual partner; a wrong map, even one that
+    self-learning has fitted to its own matches, stays much closer to chance.  Below
     ``min_confidence``, ``fit`` warns with
     :class:`~sklearn_compat.exceptions.UnreliableAlignmentWarning`.
 
@@ -69,10 +73,10 @@ class UnpairedProcrustesAligner(BaseAligner):
     n_clusters : int, default=32
         Clusters per side of the cluster start (at least 2, at most a quarter of the
         sampled rows).
-    max_iter : int, default=20
+    max_iter : int, default=10
         Rounds of self-learning at most; ``fit`` stops earlier once fewer than ``tol`` of
         the rows change partner between rounds.
-    tol : float, default=0.002
+    tol : float, default=0.01
         Share of rows whose match may change between two rounds for the dictionary to
         count as settled.
     csls_k : int, default=10
@@ -111,10 +115,17 @@ class UnpairedProcrustesAligner(BaseAligner):
     n_iter_ : int
         Rounds of self-learning run.
     confidence_ : float
-        Share of rows of the smaller side that are each other's mutual CSLS nearest
-        neighbour under the final map, in [0, 1]; computed without any true pairs.
+        ``(mutual_share_ - chance_share_) / (1 - chance_share_)``, clipped at 0: the
+        share of rows with a mutual partner beyond what chance gives, in [0, 1].
+        Computed without any true pairs.
+    mutual_share_ : float
+        Share of the smaller side's (sampled) rows that are each other's CSLS nearest
+        neighbour under the final map.
+    chance_share_ : float
+        The same share under a random orthogonal map (seeded): mutual neighbours are
+        common by chance in few dimensions or among near-orthogonal rows.
     init_ : str
-        The start that was kept, e.g. ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
+        The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
         or ``"seed_pairs"``.
     start_scores_ : dict
         Mutual-neighbour share of every candidate start after its short refinement.
@@ -130,11 +141,13 @@ class UnpairedProcrustesAligner(BaseAligner):
 
     Notes
     -----
-    When it works: the two models must embed comparable data with a similar geometry.
-    Two sentence encoders over the same texts are the easy case; different texts of the
-    same domain are harder; spaces with little shared structure (different modalities, a
-    small source model, a noisy crowd of near-duplicates) defeat it, and ``confidence_``
-    says so.  Seed pairs help most when they are too few for supervised Procrustes alone.
+    When it works: the unsupervised start needs two spaces that are close to isometric on
+    the rows given (the same network trained twice, a model and its quantised or
+    fine-tuned version).  Two different sentence encoders can defeat it even over the
+    same texts, because neither their cluster structures nor their similarity profiles
+    agree closely enough; ``confidence_`` then says so.  A hundred or so seed pairs,
+    far too few for supervised Procrustes in a few hundred dimensions, can be enough
+    for self-learning to find the map from there (:ref:`unpaired`).
 
     Computation runs in float32 on ``device``; Procrustes solves are float64 SVDs on the
     CPU.  Memory is bounded: similarities are formed in blocks of rows.
@@ -185,8 +198,8 @@ class UnpairedProcrustesAligner(BaseAligner):
         init="auto",
         n_init=3,
         n_clusters=32,
-        max_iter=20,
-        tol=0.002,
+        max_iter=10,
+        tol=0.01,
         csls_k=10,
         start_rows=2000,
         max_rows=10000,
@@ -207,7 +220,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, Y=None, pairs=None, *, y=None):
+    def fit(self, X, Y=None, *, pairs=None, y=None):
         """Learn the map from unpaired rows (and optional seed pairs).
 
         Parameters
@@ -330,7 +343,8 @@ class UnpairedProcrustesAligner(BaseAligner):
                 P, Q = (A, B) if forward else (B, A)
                 arrow = "X->Y" if forward else "Y->X"
                 if init == "sorted_profile":
-                    found = {f"sorted_profile ({arrow})": _u.sorted_profile_start(P, Q)}
+                    # Symmetric by construction (neighbours both ways): one direction.
+                    found = {"sorted_profile": _u.sorted_profile_start(P, Q)} if forward else {}
                 else:
                     found = {
                         f"cluster_match ({arrow}, {r})": _u.cluster_match_start(

@@ -1,8 +1,10 @@
 """UnpairedProcrustesAligner: recovery from unpaired rows, seed pairs, determinism, warnings."""
 
+import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import ortho_group
 
@@ -53,19 +55,31 @@ def test_recovers_a_rectangular_map_with_different_row_counts():
     np.testing.assert_allclose(aligner.inverse_transform(aligner.transform(X)), X, atol=1e-8)
 
 
-def test_seed_pairs_are_kept_where_the_rows_give_no_signal():
-    # Unrelated clouds except for 40 known pairs related by Q: the map must follow them.
+def test_seed_pairs_start_the_fit_and_stay_in_it():
+    # Noise-free structureless rows: the seed pairs alone already give the exact map.
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(300, 8))
+    Q = ortho_group.rvs(8, random_state=7)
+    order = rng.permutation(300)
+    Y = (X @ Q)[order]
+    position = np.argsort(order)
+    pairs = np.stack([np.arange(10), position[:10]], axis=1)
+    aligner = fit_quietly(UnpairedProcrustesAligner(random_state=0), X, Y, pairs=pairs)
+    assert aligner.start_scores_["seed_pairs"] == max(aligner.start_scores_.values())
+    np.testing.assert_allclose(aligner.W_, Q, atol=1e-8)
+
+
+def test_seed_pairs_pull_the_map_where_the_rows_give_no_signal():
+    # Unrelated clouds except for 40 known pairs related by Q: without them the map cannot
+    # know those rows; with them, kept in every round, it maps most of them home.
     rng = np.random.default_rng(6)
     X, Y = rng.normal(size=(300, 8)), rng.normal(size=(260, 8))
-    Q = ortho_group.rvs(8, random_state=7)
+    Y[100:140] = X[:40] @ ortho_group.rvs(8, random_state=7)
     pairs = np.stack([np.arange(40), np.arange(40) + 100], axis=1)
-    Y[100:140] = X[:40] @ Q
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnreliableAlignmentWarning)
-        aligner = UnpairedProcrustesAligner(random_state=0).fit(X, Y, pairs=pairs)
-    assert aligner.init_ == "seed_pairs"
-    np.testing.assert_allclose(aligner.W_, Q, atol=0.05)
-    assert aligner.score(X[:40], Y[100:140]) == 1.0
+    params = {"random_state": 0, "min_confidence": 0}
+    seeded = UnpairedProcrustesAligner(**params).fit(X, Y, pairs=pairs)
+    blind = UnpairedProcrustesAligner(**params).fit(X, Y)
+    assert seeded.score(X[:40], Y[100:140]) > 0.5 > blind.score(X[:40], Y[100:140]) + 0.3
 
 
 def test_same_random_state_gives_the_same_fit():
@@ -123,3 +137,64 @@ def test_missing_target_and_too_few_rows_are_named():
         UnpairedProcrustesAligner().fit(X, X[:1])
     with pytest.raises(TypeError, match="not both"):
         UnpairedProcrustesAligner().fit(X, X, y=X)
+
+
+# ------------------------------------------------------------------------- command line
+def _run(capsys, *args):
+    from sklearn_compat.cli import main
+
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_command_line_fits_without_an_id_join(tmp_path, capsys):
+    from sklearn_compat.io import load_model
+
+    X = clustered(400, 8, seed=12)
+    Q = ortho_group.rvs(8, random_state=12)
+    order = np.random.default_rng(12).permutation(400)
+    src = pd.DataFrame(X, columns=[f"e{i}" for i in range(8)])
+    src.insert(0, "id", [f"s{i}" for i in range(400)])
+    tgt = pd.DataFrame((X @ Q)[order], columns=[f"e{i}" for i in range(8)])
+    tgt.insert(0, "id", [f"t{i}" for i in range(400)])  # no id in common
+    src.to_csv(tmp_path / "src.csv", index=False)
+    tgt.to_csv(tmp_path / "tgt.csv", index=False)
+    pd.DataFrame({"source": ["s3", "s7"], "target": [f"t{np.argsort(order)[3]}", "t0"]}).iloc[
+        :1
+    ].to_csv(tmp_path / "seeds.csv", index=False)
+    model = tmp_path / "m.skops"
+    common = ["--source", tmp_path / "src.csv", "--target", tmp_path / "tgt.csv"]
+    code, out, err = _run(
+        capsys,
+        "fit",
+        "--method",
+        "unpaired",
+        *common,
+        "--id-column",
+        "id",
+        "--seed-pairs",
+        tmp_path / "seeds.csv",
+        "--seed",
+        0,
+        "--model",
+        model,
+        "--json",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["n_seed_pairs"] == 1 and report["confidence"] > 0.9
+    np.testing.assert_allclose(load_model(model).W_, Q, atol=1e-6)
+
+    # A seed id that is in neither table is named, with its line.
+    pd.DataFrame({"source": ["s1", "nope"], "target": ["t1", "t2"]}).to_csv(
+        tmp_path / "bad.csv", index=False
+    )
+    bad = ["--seed-pairs", tmp_path / "bad.csv", "--model", tmp_path / "b.skops"]
+    code, _, err = _run(capsys, "fit", "--method", "unpaired", *common, "--id-column", "id", *bad)
+    assert code == 1
+    assert "bad.csv: line 3, column 'source': source id 'nope' is not in" in err
+    code, _, err = _run(
+        capsys, "fit", "--method", "procrustes", *common, "--id-column", "id", *bad
+    )
+    assert code == 1 and "--seed-pairs does not apply to --method procrustes" in err

@@ -211,8 +211,8 @@ def kmeans(S, n_clusters, generator, n_iter=25):
 def match_centroids(Cx, Cy, rng, n_init=8):
     """Permutation ``p`` with ``Cx[i]`` matched to ``Cy[p[i]]``, maximising the agreement
     of the two centroid Gram matrices (FAQ quadratic assignment, best of ``n_init``)."""
-    Gx = (Cx @ Cx.T).double().cpu().numpy()
-    Gy = (Cy @ Cy.T).double().cpu().numpy()
+    Gx = _standardised_offdiagonal((Cx @ Cx.T).double().cpu().numpy())
+    Gy = _standardised_offdiagonal((Cy @ Cy.T).double().cpu().numpy())
     best, best_value = None, -np.inf
     for attempt in range(n_init):
         options = {"maximize": True, "P0": "barycenter" if attempt == 0 else "randomized"}
@@ -221,6 +221,18 @@ def match_centroids(Cx, Cy, rng, n_init=8):
         if result.fun > best_value:
             best, best_value = result.col_ind, result.fun
     return torch.as_tensor(best, device=Cx.device)
+
+
+def _standardised_offdiagonal(G):
+    """Off-diagonal entries standardised, diagonal zero: the quadratic assignment then
+    maximises the correlation of the two similarity structures, not their common level
+    (a unit diagonal and mostly positive cosines leave it a flat landscape)."""
+    G = G.copy()
+    off = ~np.eye(len(G), dtype=bool)
+    spread = G[off].std() if off.any() else 0.0
+    G[off] = (G[off] - G[off].mean()) / (spread if spread > 0 else 1.0)
+    G[~off] = 0.0
+    return G
 
 
 def cluster_match_start(Xs, Ys, *, n_clusters, rng, generator, n_neighbors=10):
