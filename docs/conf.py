@@ -52,13 +52,33 @@ numpydoc_class_members_toctree = False
 numpydoc_attributes_as_param_list = True
 # The included benchmarks page is generated; its heading levels are the generator's.
 suppress_warnings = ["myst.header"]
+# sphinx_gallery_conf holds a function (the gallery's arguments), which Sphinx cannot pickle
+# into its cache; the cost is only that a changed conf.py rebuilds every page.
+suppress_warnings += ["config.cache"]
 
 # The example gallery: every script of examples/ is executed (not only plot_*), in the
-# order of the file names, with the short arguments the tests use.
+# order of the file names.  The scripts are command-line programs too; the gallery runs them
+# with the arguments below: short runs, and always on the digits features they build
+# themselves (the project's shared feature file is absent from a fresh clone).
+GALLERY_OUTPUT = DOCS / "_build" / "gallery_output"  # files the scripts write beside figures
+GALLERY_ARGUMENTS = {
+    "lambda_tradeoff.py": ["--digits", "--max-epochs", "10", "--lams", "0", "4", "16", "inf"]
+    + ["--out-dir", str(GALLERY_OUTPUT)],
+    "lambda_grid_search.py": ["--digits", "--max-epochs", "10"],
+    "skorch_regulariser.py": ["--digits", "--max-epochs", "5"],
+    "dask_grid_search.py": ["--workers", "1"],
+}
+
+
+def gallery_arguments(gallery_conf, script_vars):
+    return GALLERY_ARGUMENTS.get(Path(script_vars["src_file"]).name, [])
+
+
 sphinx_gallery_conf = {
+    "reset_argv": gallery_arguments,
     "examples_dirs": [str(ROOT / "examples")],
     "gallery_dirs": ["auto_examples"],
-    "filename_pattern": r"quickstart\.py$",
+    "filename_pattern": r"\.py$",
     "ignore_pattern": r"(__init__|/_[^/]*)\.py$",
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,
@@ -71,7 +91,6 @@ sphinx_gallery_conf = {
     # "Examples using X" on each API page.
     "doc_module": ("sklearn_compat",),
     "backreferences_dir": "api/generated/backreferences",
-    "reference_url": {"sklearn_compat": None},
 }
 
 html_theme = "pydata_sphinx_theme"
@@ -80,15 +99,22 @@ html_static_path = ["_static"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "header_links_before_dropdown": 6,
+    "header_links_before_dropdown": 5,
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
 html_show_sourcelink = False
+html_css_files = ["custom.css"]
+# Pages without sub-pages need no section navigation on the left.
+html_sidebars = {
+    page: [] for page in ("index", "getting_started", "benchmarks", "methods", "development")
+}
 
 # Executed examples may print torch/sklearn warnings; the build fails on Sphinx's own ones.
-warnings.filterwarnings("ignore", category=UserWarning, message="Matplotlib is currently using agg")
+warnings.filterwarnings(
+    "ignore", category=UserWarning, message="Matplotlib is currently using agg"
+)
 os.environ.setdefault("MPLBACKEND", "agg")
 
 

@@ -118,5 +118,11 @@ def main():
     return results
 
 
+# %%
+# Run
+# ---
+# Fits each map on the training digits and prints cross-model retrieval on the held-out
+# digits, then the setting the default ``OrthogonalProcrustesAligner()`` chose.
+
 if __name__ == "__main__":
     main()

@@ -57,7 +57,7 @@ def deploy_with_faiss(aligner, new_queries, old_gallery, out_dir, k=10):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--output-dir", type=Path, help="where the report goes (default: tmp)")
     args = parser.parse_args(argv)
     out_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="upgrade_decision_"))
@@ -77,6 +77,12 @@ def main(argv=None):
     # The deployment: new-model queries against the old index, through FAISS.
     deploy_with_faiss(aligner, new_test, old_test, out_dir)
 
+
+# %%
+# Run
+# ---
+# Prints the compatibility report and its decision, writes the report with its figure,
+# and searches the old FAISS index with new-model queries through the exported map.
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_choice, refit_choice
+from ._core import auto_choice
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
@@ -30,6 +30,7 @@ from ._lambda.fitting import (
     store_fit,
     train_map,
 )
+from ._lambda.intercept_choice import choose_intercept
 from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 from ._lambda.skorch_parts import (
     AlignmentLoss,
@@ -117,18 +118,20 @@ class LambdaOrthAligner(BaseAligner):
         "orthogonal" (random) starts far from any good map.
     fit_intercept : "auto" or bool, default="auto"
         Learn the bias ``b`` (and start from the centred Procrustes map), or not.
-        Neither is best on every pair (:ref:`centring`).
-        ``"auto"`` decides at ``fit``: both settings are trained for a sixth of
-        ``max_epochs``, between 1 and 10 epochs (the Procrustes start makes a few epochs
-        telling), on the rows less a held-out slice (a fifth of them, at most 1,000;
-        ``random_state`` draws it), scored by paired top-1 cosine retrieval of the
-        slice, and the better one is trained on all rows; the bias is kept unless
-        leaving it out wins by more than ``0.01`` top-1.  ``center_`` holds the choice,
-        ``auto_scores_`` the scores; a warm start keeps the previous fit's.  Choosing costs
-        the two short runs on top of the fit, relatively more for a fit that early stopping
-        ends soon (the candidates' epochs are fixed before the fit knows its length).
-        Below 100 rows it fits the bias and warns with
+        Neither is best on every pair.  ``"auto"`` decides at ``fit`` from the two
+        starts of training: the orthogonal Procrustes maps of the rows with and without
+        centring, fitted on the rows less a held-out slice (a fifth of them, at most
+        1,000; ``random_state`` draws it) and scored by paired top-1 cosine retrieval of
+        the slice.  The bias is kept unless leaving it out wins by more than 0.01.  The
+        choice costs two small SVDs, not a fit, and depends only on the rows, never on
+        ``lam``, so a search over ``lam`` makes the same choice at every grid point.
+        ``center_`` holds the choice, ``auto_scores_`` the scores; a warm start keeps the
+        previous fit's.  Below 100 rows it fits the bias and warns with
         :class:`~sklearn_compat.exceptions.AutoSettingWarning`.
+
+        .. versionchanged:: 0.1.0
+           ``"auto"`` scores the two Procrustes starts instead of training both
+           settings for a sixth of ``max_epochs`` before the fit.
     rescale : bool, default=True
         Divide X and Y by their RMS row norms (``x_scale_``, ``y_scale_``) before training
         and fold the scales back into ``W_`` and ``bias_``.  The losses, ``lr``, ``lam``
@@ -381,26 +384,15 @@ class LambdaOrthAligner(BaseAligner):
             {"fit_intercept": "center_"},
             [{"fit_intercept": True}, {"fit_intercept": False}],
             {"fit_intercept": True},
-            chooser=lambda options, X_, Y_, _: refit_choice.choose_by_refit(
-                self,
-                X_,
-                Y_,
-                options,
-                shared_params=self._candidate_params(),
-                row_params={"labels": labels},
-                margin=refit_choice.TRAINED_MARGIN,
-            ),
+            chooser=self._choose_intercept,
         )
 
-    def _candidate_params(self):
-        """What the ``"auto"`` candidates train: a sixth of ``max_epochs``, between 1 and
-        10 epochs, from the Procrustes start, without a held-out split of their own."""
-        return {
-            "max_epochs": max(1, min(10, int(self.max_epochs) // 6)),
-            "early_stopping": False,
-            "warm_start": False,
-            "verbose": 0,
-        }
+    def _choose_intercept(self, options, X, Y, sample_weight):
+        """``fit_intercept="auto"``: the two Procrustes starts scored on a held-out slice."""
+        chosen, scores = choose_intercept(X, Y, self.random_state, rescale=self.rescale)
+        if chosen is None:
+            return None, scores
+        return {"fit_intercept": chosen}, scores
 
     def _query_centred(self):
         """``AlignedNeighbors`` compares this map's queries with the raw gallery

@@ -220,7 +220,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, Y=None, pairs=None, *, y=None):
+    def fit(self, X, Y=None, *, pairs=None, y=None):
         """Learn the map from unpaired rows (and optional seed pairs).
 
         Parameters

@@ -1,5 +1,7 @@
 """Command-line options and messages that used to mislead (issue 32's rough edges)."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -45,3 +47,33 @@ def test_search_on_a_small_gallery(tmp_path, capsys, rng):
         "leave --csls at auto, which adapts to the gallery"
     )
     assert not (tmp_path / "r5.csv").exists()
+
+
+def _pairs(tmp_path, rng, name, ids):
+    X = rng.normal(size=(len(ids), 6))
+    Y = X @ np.linalg.qr(rng.normal(size=(6, 6)))[0] + 0.1 * rng.normal(size=X.shape)
+    for side, A in (("src", X), ("tgt", Y)):
+        frame = pd.DataFrame(A, columns=[f"{side}{j}" for j in range(6)])
+        frame.insert(0, "id", ids)
+        frame.to_csv(tmp_path / f"{name}_{side}.csv", index=False)
+    return tmp_path / f"{name}_src.csv", tmp_path / f"{name}_tgt.csv"
+
+
+def test_evaluate_says_training_pairs_when_they_are_the_fits_own(tmp_path, capsys, rng):
+    train = _pairs(tmp_path, rng, "train", [f"t{i}" for i in range(150)])
+    other = _pairs(tmp_path, rng, "other", [f"o{i}" for i in range(150)])
+    model = tmp_path / "m.skops"
+    fit = ["fit", "--method", "procrustes", "--id-column", "id", "--model", model]
+    assert main([str(a) for a in [*fit, "--source", train[0], "--target", train[1]]]) == 0
+    capsys.readouterr()
+    for (source, target), expected in ((train, "training"), (other, "unknown")):
+        report = tmp_path / f"{expected}.md"
+        args = ["evaluate", "--model", model, "--id-column", "id", "--json", "--report", report]
+        assert main([str(a) for a in [*args, "--source", source, "--target", target]]) == 0
+        out, err = capsys.readouterr()
+        text = report.read_text()
+        assert json.loads(out)["evaluated_on"] == expected
+        assert ("training pairs" in text) == (expected == "training"), text
+        assert ("training figure" in err) == (expected == "training"), err
+        # Only rows checked against the fit's are called held-out; these never are.
+        assert "held-out gallery items" not in text

@@ -10,9 +10,10 @@ import ast
 import pathlib
 
 import pytest
-from sklearn.base import BaseEstimator
 
 import sklearn_compat
+
+from _helpers import public_estimators
 
 PACKAGE = pathlib.Path(sklearn_compat.__file__).parent
 ROOT = PACKAGE.parent
@@ -99,12 +100,7 @@ def _is_private(module):
 
 def estimator_modules():
     """Modules defining the public estimators of ``sklearn_compat``."""
-    out = set()
-    for name in sklearn_compat.__all__:
-        obj = getattr(sklearn_compat, name)
-        if isinstance(obj, type) and issubclass(obj, BaseEstimator):
-            out.add(obj.__module__)
-    return out
+    return {cls.__module__ for cls in public_estimators()}
 
 
 def test_the_graph_sees_module_and_function_level_imports():

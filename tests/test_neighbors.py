@@ -18,6 +18,8 @@ from sklearn_compat import (
 )
 from sklearn_compat.neighbors import _SLAB_BYTES
 
+from _helpers import unit
+
 
 def _pair(rng, n=300, d=12, noise=0.3):
     S = rng.normal(size=(n, d))
@@ -25,10 +27,6 @@ def _pair(rng, n=300, d=12, noise=0.3):
     X = S + 4.0 * np.abs(rng.normal(size=d))  # the new model: one strong common direction
     Y = S @ Q + 1.0 + noise * rng.normal(size=(n, d))
     return X, Y
-
-
-def _unit(A):
-    return A / np.linalg.norm(A, axis=1, keepdims=True)
 
 
 def _reference(Z, G, center, k, csls_k=None, reference="batch"):
@@ -41,16 +39,16 @@ def _reference(Z, G, center, k, csls_k=None, reference="batch"):
         Z, G = Z - center, G - center
         if reference is not None and not isinstance(reference, str):
             reference = reference - center
-    S = _unit(Z) @ _unit(G).T
+    S = unit(Z) @ unit(G).T
     if csls_k is not None:
         r_g = np.sort(S, axis=1)[:, -csls_k:].mean(axis=1)  # query -> its nearest gallery
         if isinstance(reference, str) and reference == "batch":
             crowd = S
         elif isinstance(reference, str):  # the gallery, each item without itself
-            crowd = _unit(G) @ _unit(G).T
+            crowd = unit(G) @ unit(G).T
             np.fill_diagonal(crowd, -np.inf)
         else:
-            crowd = _unit(reference) @ _unit(G).T
+            crowd = unit(reference) @ unit(G).T
         r_q = np.sort(crowd, axis=0)[-csls_k:, :].mean(axis=0)  # gallery -> its crowd
         S = 2 * S - r_g[:, None] - r_q[None, :]
     idx = np.argsort(-S, axis=1, kind="stable")[:, :k]
@@ -97,7 +95,7 @@ def test_kneighbors_matches_brute_force(fitted, gallery, csls_k, reference):
 def test_gallery_crowding_beyond_the_exact_size_uses_the_cell_pass(fitted, monkeypatch):
     aligner, queries, Y = fitted
     search = AlignedNeighbors(aligner, csls_k=4).fit(Y)
-    G = _unit(Y - aligner.mean_y_)
+    G = unit(Y - aligner.mean_y_)
     crowd = G @ G.T
     np.fill_diagonal(crowd, -np.inf)  # no item crowds itself
     expected = np.sort(crowd, axis=1)[:, -4:].mean(axis=1)
@@ -288,9 +286,9 @@ def test_unit_row_aligners_are_centred_in_the_unit_row_space(rng, make):
     assert search.unit_rows_
     mu = getattr(aligner, "mean_y_", np.zeros(Y.shape[1]))
     if not np.any(mu):
-        mu = _unit(Y[200:]).mean(axis=0)
+        mu = unit(Y[200:]).mean(axis=0)
     np.testing.assert_allclose(search.center_, mu, atol=1e-12)
-    ref_d, ref_i = _reference(_unit(aligner.transform(X[200:])), _unit(Y[200:]), mu, 3)
+    ref_d, ref_i = _reference(unit(aligner.transform(X[200:])), unit(Y[200:]), mu, 3)
     dist, idx = search.kneighbors(X[200:])
     np.testing.assert_array_equal(idx, ref_i)
     np.testing.assert_allclose(dist, ref_d, atol=1e-10)

@@ -7,22 +7,15 @@ was refused.  Every numeric parameter of every public estimator is now refused a
 
 import numpy as np
 import pytest
-from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import InvalidParameterError
 
 import sklearn_compat
 from sklearn_compat import AlignedNeighbors, OrthogonalProcrustesAligner, lambda_orth_path
 from sklearn_compat._core.validation import is_numeric_constraint
 
-ESTIMATORS = sorted(
-    (
-        getattr(sklearn_compat, name)
-        for name in sklearn_compat.__all__
-        if isinstance(getattr(sklearn_compat, name), type)
-        and issubclass(getattr(sklearn_compat, name), BaseEstimator)
-    ),
-    key=lambda cls: cls.__name__,
-)
+from _helpers import public_estimators
+
+ESTIMATORS = public_estimators()
 
 
 def _numeric_params(cls):

@@ -38,6 +38,17 @@ from .validation import (
 
 __all__ = ["BaseAligner"]
 
+# The arguments of ``fit`` (and ``partial_fit`` and ``score``), one convention for every
+# public estimator, checked by tests/test_fit_signatures.py:
+#   fit(X, Y=None, <per-row argument>=None, *, y=None, <anything else>=None)
+# - the data are positional: X, then Y (``y``, scikit-learn's name, is a keyword-only
+#   alias); an estimator of one space takes ``y`` second, as scikit-learn's transformers;
+# - at most one per-row argument follows, positional or keyword as scikit-learn's own
+#   ``fit(X, y=None, sample_weight=None)``: ``sample_weight``, or ``labels`` for the
+#   aligners trained on classes (the two are what metadata routing passes per row);
+# - everything else (unpaired pools, seed ``pairs``, ``groups``, ``queries``, ``parallel``)
+#   is keyword-only, so that a positional argument never lands in the wrong slot.
+
 
 class BaseAligner(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
     """Common machinery of the estimators that map X's space into Y's space.

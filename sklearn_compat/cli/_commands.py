@@ -403,6 +403,12 @@ def run_evaluate(args):
             f"into {Z.shape[1]} dimensions",
             path=tgt.path,
         )
+    evaluated_on = _evaluated_on(model, src, extra[JOINED_IDS])
+    if evaluated_on == "training":
+        _log(
+            f"evaluated on the {X.shape[0]} training pairs of {args.model} (the ids it was "
+            "fitted on): these are training figures, not held-out ones"
+        )
     device = args.device or "auto"
     labels = extra.get(args.labels_column) if args.labels_column else None
     metrics = dict(METRICS)
@@ -424,6 +430,7 @@ def run_evaluate(args):
                     "n_pairs": int(X.shape[0]),
                     "metrics": results,
                     "not_available": sorted(missing),
+                    "evaluated_on": evaluated_on,
                     "join": report.as_dict(),
                 },
                 indent=2,
@@ -436,15 +443,34 @@ def run_evaluate(args):
             print(f"{name:<{width}}  {value:.4f}")
         print(f"{'pairs':<{width}}  {X.shape[0]}")
     if args.report:
-        _write_report(model, _model_input(X, *_source_columns(model, src)), Y, labels, args)
+        X_model = _model_input(X, *_source_columns(model, src))
+        _write_report(model, X_model, Y, labels, args, evaluated_on)
     return 0
 
 
-def _write_report(model, X, Y, labels, args):
+def _evaluated_on(model, reader, ids):
+    """``"training"`` when the pairs are exactly those the model was fitted on, by the ids
+    its fingerprint records; else ``"unknown"`` (a digest cannot tell a partial overlap).
+
+    Row numbers are not compared: two tables paired by position share them whatever
+    their rows hold.
+    """
+    fingerprint = getattr(model, "fingerprint_", None) or {}
+    digest = fingerprint.get("training_ids_sha256")
+    if digest is None or reader.id_column is None:
+        return "unknown"
+    from ..io._fingerprint import ids_digest
+
+    return "training" if ids_digest(ids) == digest else "unknown"
+
+
+def _write_report(model, X, Y, labels, args, evaluated_on):
     """The bridge-or-reindex report as Markdown, its figure beside it (.png)."""
     from ..metrics import compatibility_report
 
-    report = compatibility_report(model, X, Y, labels=labels, device=args.device or "auto")
+    report = compatibility_report(
+        model, X, Y, labels=labels, device=args.device or "auto", evaluated_on=evaluated_on
+    )
     figure = report_figure_path(args.report)
     with AtomicOutput(figure, force=args.force) as out:
         report.plot(out.tmp)

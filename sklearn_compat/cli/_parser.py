@@ -283,7 +283,8 @@ def _add_evaluate(sub, parents):
         "--report",
         metavar="MD",
         help="also write the bridge-or-reindex report (Markdown) here, its figure beside it "
-        "(same name, .png); SRC = new model, TGT = old model, held-out rows",
+        "(same name, .png); SRC = new model, TGT = old model, held-out rows (the report "
+        "says so when they are MODEL's own training pairs)",
     )
     _add_force(ev, "an existing report")
     _add_device(ev)

@@ -27,6 +27,8 @@ _HEADER_BYTES = 4
 # Integer id types: their ids are read as int64 (joinable with other tables' integer ids);
 # ids of any other type are read as their text.
 _INTEGER_TYPES = {"int2", "int4", "int8"}
+# Rows per FETCH of a batch (see PgvectorReader.rows).
+_FETCH_ROWS = 4096
 # Postgres truncates longer identifiers (NAMEDATALEN - 1 bytes).
 MAX_IDENTIFIER = 63
 
@@ -263,9 +265,11 @@ def decode_vectors(values, kind, width, dtype):
     wrong = np.flatnonzero(lengths != size)
     if len(wrong):
         return None, int(wrong[0])
-    raw = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), size)
-    X = raw[:, _HEADER_BYTES:].copy().view(element)
-    return X.astype(dtype or np.float32, copy=False), None
+    # The header is a whole number of elements: one view of the joined values, and one
+    # copy into native floats.
+    skip = _HEADER_BYTES // element.itemsize
+    raw = np.frombuffer(b"".join(values), dtype=element).reshape(len(values), width + skip)
+    return raw[:, skip:].astype(dtype or np.float32), None
 
 
 def vector_width(value, kind):
@@ -396,13 +400,23 @@ class PgvectorReader(TableReader):
             cursor = self.conn.cursor(f"sklearn_compat_read_{self._cursors}", binary=True)
             cursor.execute(text, params)
         done = 0
+        # Fetched in parts: the driver holds each FETCH's whole result besides its rows.
+        step = min(batch_size, _FETCH_ROWS)
         while True:
+            batch = []
             with database_errors(self.path, f"cannot read the rows after row {done}", then):
-                batch = cursor.fetchmany(batch_size)
+                while len(batch) < batch_size:
+                    part = cursor.fetchmany(min(step, batch_size - len(batch)))
+                    batch += part
+                    if len(part) < step:
+                        break
             if not batch:
                 break
-            yield batch
             done += len(batch)
+            # Popped, so that this frame holds no reference while the caller uses it.
+            held = [batch]
+            del batch
+            yield held.pop()
         with database_errors(self.path, "cannot read the table", then):
             cursor.close()
 

@@ -63,17 +63,23 @@ def set_comment(conn, table, info):
 
 
 def vector_bytes(Z, kind):
-    """pgvector's binary form of each row of ``Z`` (a list of bytes)."""
+    """pgvector's binary form of each row of ``Z``: a list of zero-copy views (memoryview)
+    of one buffer, which binary ``COPY`` sends as they are."""
     element = VECTOR_TYPES[kind]
     n, width = Z.shape
-    if not np.isfinite(Z).all():
-        i = int(np.argwhere(~np.isfinite(Z))[0][0])
-        raise InputError(f"the model mapped row {i} of the batch to a non-finite vector")
     size = 4 + element.itemsize * width
     out = np.empty((n, size), dtype=np.uint8)
     out[:, :4] = np.frombuffer(np.array([width, 0], dtype=">i2").tobytes(), dtype=np.uint8)
-    out[:, 4:] = np.ascontiguousarray(Z, dtype=element).view(np.uint8).reshape(n, -1)
-    flat = out.tobytes()
+    values = out[:, 4:].view(element)
+    values[...] = Z  # cast straight into the buffer, big-endian
+    finite = np.isfinite(values)
+    if not finite.all():  # NaN from the model, or beyond float16's range for a halfvec
+        i = int(np.argwhere(~finite)[0][0])
+        raise InputError(
+            f"the model mapped row {i} of the batch to a vector that a {kind} cannot hold "
+            "(NaN or infinite values)"
+        )
+    flat = memoryview(out.reshape(-1))
     return [flat[i : i + size] for i in range(0, n * size, size)]
 
 

@@ -1,4 +1,4 @@
-"""Writing Postgres tables: resumable migrations, ``--replace`` in one transaction, rollback.
+"""Writing Postgres tables: resumable migrations into a new table or, with ``--replace``, in place.
 
 :class:`PgvectorMigration` writes the mapped rows of a :class:`PgvectorReader` with binary
 ``COPY`` into a staging table ``NAME_sklearn_compat_partial`` beside the destination, one
@@ -196,7 +196,8 @@ class PgvectorMigration:
 
     # ------------------------------------------------------------------ writing
     def batches(self, batch_size):
-        """``(Batch, raw rows)`` pairs of the rows still to migrate, in id order."""
+        """``(Batch, raw)`` pairs of the rows still to migrate, in id order; ``raw`` is the
+        last id and each row's copied columns in their binary form."""
         reader = self.reader
         start = self.done
         then = "the same command with --resume continues after the last whole batch"
@@ -204,24 +205,24 @@ class PgvectorMigration:
             batch = reader.to_batch(rows, start)
             reader._check(batch)
             start += len(rows)
-            yield batch, rows
+            # The input's vectors go now (they are in ``batch``), before the map runs.
+            raw = [(rows[-1][0], [r[2:] for r in rows])]
+            del rows
+            yield batch, raw.pop()  # popped: this frame keeps no reference while paused
 
-    def write(self, rows, Z):
+    def write(self, raw, Z):
         """Append one mapped batch to the staging table in one transaction."""
         sql = sql_module()
+        last_id, rows = raw
         vectors = vector_bytes(np.asarray(Z), self.kind)
-        n_copied = len(self.copied)
-        names = [c.name for c in self.copied]
         if self.replace:
             order = [self.reader.id_column, self.column]
-            records = ((r[2], v) for r, v in zip(rows, vectors, strict=True))
+            records = ((r[0], v) for r, v in zip(rows, vectors, strict=True))
         else:
             at = self.position
+            names = [c.name for c in self.copied]
             order = names[:at] + [self.column] + names[at:]
-            records = (
-                r[2 : 2 + at] + (v,) + r[2 + at : 2 + n_copied]
-                for r, v in zip(rows, vectors, strict=True)
-            )
+            records = (r[:at] + (v,) + r[at:] for r, v in zip(rows, vectors, strict=True))
         copy_sql = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
             self.staging.sql(), sql.SQL(", ").join(map(sql.Identifier, order))
         )
@@ -236,7 +237,7 @@ class PgvectorMigration:
                     copy.write_row(record)
             self.conn.commit()
         self.done += len(vectors)
-        self.last_id = rows[-1][0]
+        self.last_id = last_id
 
     def finish(self, log):
         """Check the staged rows and make them the output (or the input's new vectors) in
