@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from scipy.stats import ortho_group
 
 from sklearn_compat import UnpairedProcrustesAligner
@@ -198,3 +199,14 @@ def test_command_line_fits_without_an_id_join(tmp_path, capsys):
         capsys, "fit", "--method", "procrustes", *common, "--id-column", "id", *bad
     )
     assert code == 1 and "--seed-pairs does not apply to --method procrustes" in err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_fit_recovers_the_same_rotation():
+    X = clustered(500, 16)
+    Q = ortho_group.rvs(16, random_state=1)
+    Y = (X @ Q)[np.random.default_rng(2).permutation(500)]
+    aligner = UnpairedProcrustesAligner(device="cuda", random_state=0)
+    fit_quietly(aligner, torch.as_tensor(X, device="cuda"), torch.as_tensor(Y, device="cuda"))
+    np.testing.assert_allclose(aligner.W_, Q, atol=1e-6)
+    assert isinstance(aligner.W_, np.ndarray)
