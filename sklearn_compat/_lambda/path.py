@@ -23,6 +23,7 @@ from .fitting import (
     FittedMap,
     StartMap,
     encode_fit_labels,
+    fitted_intercept,
     is_small_problem,
     prepare_fit_data,
     store_fit,
@@ -183,6 +184,10 @@ def lambda_orth_path(
         - ``fit_times`` : ndarray of shape (n_lams,), seconds per fit (the preparation is
           charged to the first).
         - ``errors`` : list of str or None, the message of each failed fit.
+        - ``center``, ``auto_scores`` : whether the bias is fitted (one choice for the
+          whole path: ``fit_intercept="auto"`` reads the rows, not ``lam``) and the
+          choice's held-out scores (None unless ``"auto"`` scored them), which the
+          fitted clones of :func:`aligner_at` hold as ``center_`` and ``auto_scores_``.
         - ``x_scale``, ``y_scale`` : float, the unit scales of the rows (as the
           estimator's ``x_scale_``, ``y_scale_``).
 
@@ -396,6 +401,8 @@ def _walk(
         errors=errors,
         x_scale=data.x_scale,
         y_scale=data.y_scale,
+        center=fitted_intercept(settings),
+        auto_scores=getattr(settings, "auto_scores_", None),
     )
 
 
@@ -424,6 +431,7 @@ def aligner_at(path, index, estimator):
     )
     aligner = clone(estimator).set_params(lam=lam)
     aligner.n_features_in_ = path.coefs.shape[1]
+    aligner.center_, aligner.auto_scores_ = path.center, path.auto_scores
     return store_fit(aligner, fitted)
 
 
