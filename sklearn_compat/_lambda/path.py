@@ -18,6 +18,7 @@ from .fitting import (
     FittedMap,
     StartMap,
     encode_fit_labels,
+    fitted_intercept,
     is_small_problem,
     prepare_fit_data,
     store_fit,
@@ -239,6 +240,8 @@ def _walk(
         errors=errors,
         x_scale=data.x_scale,
         y_scale=data.y_scale,
+        center=fitted_intercept(settings),
+        auto_scores=getattr(settings, "auto_scores_", None),
     )
 
 
@@ -267,6 +270,7 @@ def aligner_at(path, index, estimator):
     )
     aligner = clone(estimator).set_params(lam=lam)
     aligner.n_features_in_ = path.coefs.shape[1]
+    aligner.center_, aligner.auto_scores_ = path.center, path.auto_scores
     return store_fit(aligner, fitted)
 
 
