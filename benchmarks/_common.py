@@ -11,7 +11,6 @@ import json
 import os
 import platform
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -19,9 +18,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
 PAIRS_ROOT = HERE / "pairs" / "cache"
-#: The workplace keeps the shared data beside the checkout: <parent>/shared/data.
-SHARED_DATA = HERE.parents[1] / "shared" / "data"
-MNIST_FEATURES = SHARED_DATA / "mnist5k_features.npz"
 #: A box counts as loaded when its 1-minute load average exceeds this share of its cores.
 LOADED_SHARE = 0.75
 
@@ -112,11 +108,6 @@ def best_time(function, repeats, *, device=None):
     return best, result
 
 
-def best_and_median(seconds):
-    """(best, median) of a list of timings."""
-    return min(seconds), statistics.median(seconds)
-
-
 # -- the machine ----------------------------------------------------------------------------
 
 
@@ -158,31 +149,93 @@ def describe_machine(device=None):
 # -- real pairs -----------------------------------------------------------------------------
 
 
-def load_pair(name, pairs_root=None):
-    """One cached real pair as a dict of arrays (``X``, ``Y``, ``split`` ...).
+#: The MNIST pairs of the shared features, "new -> old".
+MNIST_PAIRS = [("cnn_s0", "cnn_s1"), ("cnn_s0", "mlp_s0")]
 
-    ``name`` is a file stem under ``pairs_root`` (default ``benchmarks/pairs/cache``;
-    ``benchmarks/pairs/README.md`` says how to build them).
+
+def find_upwards(relative):
+    """``relative`` under the first folder above ``benchmarks/`` that has it, else None."""
+    for folder in HERE.parents:
+        candidate = folder / relative
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def unit(A):
+    """Rows scaled to unit length, float32."""
+    import numpy as np
+
+    A = np.asarray(A, dtype=np.float32)
+    return A / np.maximum(np.linalg.norm(A, axis=1, keepdims=True), 1e-12)
+
+
+def load_mnist(raw=False):
+    """The two MNIST pairs of the shared features, L2-normalised rows (``raw``: as stored).
+
+    ``[(name, pair)]``; empty (with a note) where ``shared/data`` is not at hand.
     """
     import numpy as np
 
-    root = Path(pairs_root) if pairs_root else PAIRS_ROOT
-    path = root / f"{name}.npz"
-    if not path.is_file():
-        sys.exit(f"{path}: no such pair (build it: see benchmarks/pairs/README.md)")
-    with np.load(path, allow_pickle=False) as data:
-        return {key: data[key] for key in data.files}
+    path = find_upwards("shared/data/mnist5k_features.npz")
+    if path is None:
+        print("(no shared/data/mnist5k_features.npz found: MNIST pairs skipped)")
+        return []
+    d = np.load(path)
+    train, test = d["train_idx"], d["test_idx"]
+    out = []
+    for new, old in MNIST_PAIRS:
+        X, Y = (d[new], d[old]) if raw else (unit(d[new]), unit(d[old]))
+        pair = {"X_train": X[train], "Y_train": Y[train], "X_test": X[test], "Y_test": Y[test]}
+        pair["labels_train"], pair["labels_test"] = d["labels"][train], d["labels"][test]
+        out.append((f"mnist {new}->{old}", pair))
+    return out
 
 
-def load_mnist_features(path=None):
-    """The shared MNIST features (``/work/shared/data/mnist5k_features.npz``) as a dict."""
+def load_npz_pair(path):
+    """One cached real pair (``benchmarks/pairs/build_pairs.py``) split into train and test.
+
+    A dict with X_train, Y_train, X_test, Y_test, meta, and where present
+    labels_train/labels_test (class labels) and gallery/gold (the word pair).
+    """
     import numpy as np
 
-    path = Path(path) if path else MNIST_FEATURES
-    if not path.is_file():
-        sys.exit(f"{path}: the MNIST features are not here (only in the project's workplace)")
-    with np.load(path) as data:
-        return {key: data[key] for key in data.files}
+    with np.load(path, allow_pickle=False) as z:
+        d = {k: z[k] for k in z.files}
+    train = d["split"]
+    pair = {
+        "X_train": d["X"][train],
+        "Y_train": d["Y"][train],
+        "X_test": d["X"][~train],
+        "Y_test": d["Y"][~train],
+        "meta": json.loads(str(d["meta"])),
+    }
+    if "labels" in d:
+        pair["labels_train"], pair["labels_test"] = d["labels"][train], d["labels"][~train]
+    if "gallery" in d:
+        pair["gallery"] = d["gallery"]
+        pair["gold"] = d["gold_rows"][~train]
+    return pair
+
+
+def load_all_pairs(pairs_root=None, mnist=True):
+    """``{"design pairs": [(name, pair)], "held-aside pairs": [...]}``: the normalised MNIST
+    pairs and every cached pair under ``pairs_root`` (``heldout_*`` apart)."""
+    root = Path(pairs_root) if pairs_root else PAIRS_ROOT
+    found = sorted(root.glob("*.npz")) if root.exists() else []
+    if not found:
+        print(f"(no text pairs under {root}; build them with benchmarks/pairs/build_pairs.py)")
+    design = load_mnist() if mnist else []
+    design += [(p.stem, load_npz_pair(p)) for p in found if not p.stem.startswith("heldout_")]
+    held = [(p.stem, load_npz_pair(p)) for p in found if p.stem.startswith("heldout_")]
+    return {"design pairs": design, "held-aside pairs": held}
+
+
+def load_pairs(pairs_root=None, mnist=True):
+    """[(name, pair)]: the raw MNIST pairs and every pair under ``pairs_root``, in one list."""
+    root = Path(pairs_root) if pairs_root else PAIRS_ROOT
+    found = sorted(root.glob("*.npz")) if root.exists() else []
+    return (load_mnist(raw=True) if mnist else []) + [(p.stem, load_npz_pair(p)) for p in found]
 
 
 # -- results --------------------------------------------------------------------------------
@@ -247,10 +300,3 @@ def _plain(value):
     if hasattr(value, "tolist"):
         return value.tolist()
     return str(value)
-
-
-def fmt(value, digits=3):
-    """A cell: floats rounded to ``digits`` significant decimals, others as given."""
-    if isinstance(value, float):
-        return round(value, digits)
-    return value

@@ -54,6 +54,7 @@ from pathlib import Path
 import _common
 import numpy as np
 import torch
+from _common import load_all_pairs, load_pairs  # noqa: F401 (other scripts import them here)
 from sklearn.utils._param_validation import StrOptions
 from threadpoolctl import threadpool_limits
 
@@ -70,8 +71,6 @@ from sklearn_compat import (
 from sklearn_compat._core.auto_settings import fitted_choices
 from sklearn_compat.metrics import paired_topk_accuracy
 
-HERE = Path(__file__).resolve().parent
-MNIST_PAIRS = [("cnn_s0", "cnn_s1"), ("cnn_s0", "mlp_s0")]
 TOLERANCE = 0.005
 
 #: The parameters that centre, rescale or normalise, listed whatever their default.
@@ -88,87 +87,6 @@ SETTING_PARAMS = {
 NOT_SETTINGS = {"device", "early_stopping", "index", "n_anchors"}
 TRAINED = (RCSLSAligner, LambdaOrthAligner, ResidualAdapterAligner)
 EPOCHS = (LambdaOrthAligner, ResidualAdapterAligner)
-
-
-def find_upwards(relative):
-    for folder in HERE.parents:
-        candidate = folder / relative
-        if candidate.exists():
-            return candidate
-    return None
-
-
-def unit(A):
-    A = np.asarray(A, dtype=np.float32)
-    return A / np.maximum(np.linalg.norm(A, axis=1, keepdims=True), 1e-12)
-
-
-def load_mnist(raw=False):
-    """The two MNIST pairs, L2-normalised rows (``raw``: the features as stored)."""
-    path = find_upwards("shared/data/mnist5k_features.npz")
-    if path is None:
-        print("(no shared/data/mnist5k_features.npz found: MNIST pairs skipped)")
-        return []
-    d = np.load(path)
-    train, test = d["train_idx"], d["test_idx"]
-    out = []
-    for new, old in MNIST_PAIRS:
-        X, Y = (d[new], d[old]) if raw else (unit(d[new]), unit(d[old]))
-        out.append(
-            (
-                f"mnist {new}->{old}",
-                {
-                    "X_train": X[train],
-                    "Y_train": Y[train],
-                    "X_test": X[test],
-                    "Y_test": Y[test],
-                    "labels_train": d["labels"][train],
-                    "labels_test": d["labels"][test],
-                },
-            )
-        )
-    return out
-
-
-def load_npz_pair(path):
-    with np.load(path, allow_pickle=False) as z:
-        d = {k: z[k] for k in z.files}
-    train = d["split"]
-    pair = {
-        "X_train": d["X"][train],
-        "Y_train": d["Y"][train],
-        "X_test": d["X"][~train],
-        "Y_test": d["Y"][~train],
-        "meta": json.loads(str(d["meta"])),
-    }
-    if "labels" in d:
-        pair["labels_train"], pair["labels_test"] = d["labels"][train], d["labels"][~train]
-    if "gallery" in d:
-        pair["gallery"] = d["gallery"]
-        pair["gold"] = d["gold_rows"][~train]
-    return pair
-
-
-def load_all_pairs(pairs_root=None, mnist=True):
-    """``{"design pairs": [(name, pair)], "held-aside pairs": [...]}``; a pair is a dict
-    with X_train, Y_train, X_test, Y_test, and where present labels_train/labels_test
-    (class labels) and gallery/gold (the word pair)."""
-    root = Path(pairs_root) if pairs_root else HERE / "pairs" / "cache"
-    found = sorted(root.glob("*.npz")) if root.exists() else []
-    if not found:
-        print(f"(no text pairs under {root}; build them with benchmarks/pairs/build_pairs.py)")
-    design = load_mnist() if mnist else []
-    design += [(p.stem, load_npz_pair(p)) for p in found if not p.stem.startswith("heldout_")]
-    held = [(p.stem, load_npz_pair(p)) for p in found if p.stem.startswith("heldout_")]
-    return {"design pairs": design, "held-aside pairs": held}
-
-
-def load_pairs(pairs_root=None, mnist=True):
-    """[(name, pair)]: the raw MNIST pairs and every pair under ``pairs_root``, in one list
-    (the layout ``benchmarks/query_path_pairs.py`` reads)."""
-    root = Path(pairs_root) if pairs_root else HERE / "pairs" / "cache"
-    found = sorted(root.glob("*.npz")) if root.exists() else []
-    return (load_mnist(raw=True) if mnist else []) + [(p.stem, load_npz_pair(p)) for p in found]
 
 
 def explicit_values(cls, name):

@@ -269,7 +269,7 @@ def report(args, what, floor_name, ours, floor, idle):
     ]  # fmt: skip
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", choices=("lance", "pgvector"), default="lance")
     parser.add_argument("--rows", type=int, default=400_000)
@@ -278,7 +278,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--notes", default="", help="a note for the results (the box's state)")
     _common.add_json_arguments(parser, "store_transform")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from sklearn_compat import OrthogonalProcrustesAligner
     from sklearn_compat.io import save_model

@@ -53,7 +53,7 @@ def search_on_dask(estimator, grid, X, Y, *, cv=5):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--scheduler", help="address of a running Dask scheduler")
     parser.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     args = parser.parse_args(argv)

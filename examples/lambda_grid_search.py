@@ -32,7 +32,7 @@ from sklearn_compat.metrics import make_multi_retrieval_scorer
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--data", help="feature file (default: the shared one, else digits)")
     parser.add_argument("--max-epochs", type=int, default=60)
     parser.add_argument(

@@ -119,7 +119,7 @@ def retrieval(queries, gallery, labels):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--data", help="feature file (default: the shared one, else digits)")
     parser.add_argument("--out-dir", default=".")
     parser.add_argument("--max-epochs", type=int, default=200)

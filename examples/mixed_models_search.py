@@ -84,7 +84,7 @@ def rank_scores(top, n_docs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--data", help="the benchmark's Semanlink cache instead of synthetic")
     args = parser.parse_args()
     rng = np.random.default_rng(0)

@@ -73,7 +73,7 @@ def factorise(R, factors, seed, reg=0.1, iterations=15):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--data", help="MovieLens-100k cache (ml-100k.npz) instead of synthetic")
     parser.add_argument("--factors", type=int, default=32)
     args = parser.parse_args()

@@ -57,7 +57,7 @@ def deploy_with_faiss(aligner, new_queries, old_gallery, out_dir, k=10):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--output-dir", type=Path, help="where the report goes (default: tmp)")
     args = parser.parse_args(argv)
     out_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="upgrade_decision_"))

@@ -121,7 +121,7 @@ def load_data(path, digits=False):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument(
         "--data", type=Path, help="the .npz file (default: the shared one, else digits)"
     )

@@ -111,12 +111,12 @@ def query_path_scores(mapped, targets, *, center=None, unit_first=False, k=None)
     for name, (Z, G) in forms.items():
         Z, G = unit_rows_float32(Z), unit_rows_float32(G)
         sims = Z @ G.T
-        out[name] = top1_of_similarities(sims)
+        out[name] = top1_of_similarities(sims, targets)
         if G.shape[0] > k:
             among = G @ G.T
             np.fill_diagonal(among, -np.inf)
             crowding = np.partition(among, -k, axis=1)[:, -k:].mean(axis=1)
-            out[name + "+csls"] = top1_of_similarities(2.0 * sims - crowding[None, :])
+            out[name + "+csls"] = top1_of_similarities(2.0 * sims - crowding[None, :], targets)
     return out
 
 

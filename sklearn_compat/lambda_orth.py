@@ -17,11 +17,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_choice, refit_choice
+from ._core import auto_choice
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
-from ._core.holdout import params_label
 from ._core.validation import pick_target
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import (
@@ -31,6 +30,7 @@ from ._lambda.fitting import (
     store_fit,
     train_map,
 )
+from ._lambda.intercept_choice import choose_intercept
 from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 from ._lambda.skorch_parts import (
     AlignmentLoss,
@@ -38,7 +38,6 @@ from ._lambda.skorch_parts import (
     LambdaOrthRegressor,
     OrthogonalityGap,
 )
-from .procrustes import OrthogonalProcrustesAligner
 
 __all__ = [
     "LambdaOrthAligner",
@@ -389,28 +388,11 @@ class LambdaOrthAligner(BaseAligner):
         )
 
     def _choose_intercept(self, options, X, Y, sample_weight):
-        """Score the two Procrustes starts, centred and not, on one held-out slice.
-
-        Training starts from the orthogonal Procrustes map of the rows, centred when the
-        bias is fitted, and moves from it only as far as ``lam`` allows: the two starts
-        carry the evidence for the bias at the cost of two small SVDs, where training
-        both candidates would cost more than the fit itself.  The slice is the one the
-        trained candidates were scored on before (``random_state`` draws it).  The
-        choice depends on the rows alone, not on ``lam``: every fit of a search over
-        ``lam`` on the same rows makes the same choice.
-        """
-        proxy = OrthogonalProcrustesAligner(
-            scale=False, device=self.device, random_state=self.random_state
-        )
-        grid = [{"center": option["fit_intercept"]} for option in options]
-        chosen, scores = refit_choice.choose_by_refit(
-            proxy, X, Y, grid, margin=refit_choice.TRAINED_MARGIN
-        )
-        labels = {params_label(c): params_label(o) for c, o in zip(grid, options, strict=True)}
-        scores = {labels[label]: score for label, score in scores.items()}
+        """``fit_intercept="auto"``: the two Procrustes starts scored on a held-out slice."""
+        chosen, scores = choose_intercept(X, Y, self.random_state, rescale=self.rescale)
         if chosen is None:
             return None, scores
-        return options[grid.index(chosen)], scores
+        return {"fit_intercept": chosen}, scores
 
     def _query_centred(self):
         """``AlignedNeighbors`` compares this map's queries with the raw gallery

@@ -339,7 +339,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
                     scale = self._fit_map(stats, option["scale"], svd)[2]
                     label = moment_choice.label((center, option["scale"]))
                     sims = (scale * products + offset) / target_norms
-                    scores[label] = [holdout.top1_of_similarities(sims)]
+                    scores[label] = [holdout.top1_of_similarities(sims, Y[held])]
         self._split = split
         by_label = {moment_choice.label((o["center"], o["scale"])): o for o in options}
         return by_label[holdout.pick(scores)], {k: v[0] for k, v in scores.items()}
@@ -372,7 +372,8 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         scale_factor = 1.0
         if scale == "spread":
             if moments.sq_x > 0:
-                scale_factor = float(np.sqrt(moments.sq_y / moments.sq_x))
+                # A constant Y's spread, taken from a fold's statistics, may round below 0.
+                scale_factor = float(np.sqrt(max(moments.sq_y, 0.0) / moments.sq_x))
         elif scale and moments.sq_x > 0:
             scale_factor = float(np.dot(signs, S) / moments.sq_x)
         return W, S, scale_factor

@@ -208,9 +208,9 @@ array-like of int, default="random"
     distinct support rows and are trained with Adam on minibatches of the parallel rows of
     X and every array in ``parallel`` (the "banks"), minimising a weighted sum of soft
     Jaccard, Barlow Twins and alignment + uniformity losses between the banks' relative
-    vectors and an anchor-cohesion term; the definitions and default weights are in
-    :mod:`sklearn_compat._relative.mixtures`.  Without ``parallel`` only uniformity and
-    cohesion apply.
+    vectors and an anchor-cohesion term; the definitions and default weights are in the
+    module docstring of ``sklearn_compat._relative.mixtures``.  Without ``parallel`` only
+    uniformity and cohesion apply.
 
     ``transform`` is one GEMM against a (d, m) matrix prepared from the anchors and the
     fitted statistics, computed in row blocks of bounded memory on ``device``.

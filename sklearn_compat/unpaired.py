@@ -141,11 +141,13 @@ class UnpairedProcrustesAligner(BaseAligner):
 
     Notes
     -----
-    When it works: the two models must embed comparable data with a similar geometry.
-    Two sentence encoders over the same texts are the easy case; different texts of the
-    same domain are harder; spaces with little shared structure (different modalities, a
-    small source model, a noisy crowd of near-duplicates) defeat it, and ``confidence_``
-    says so.  Seed pairs help most when they are too few for supervised Procrustes alone.
+    When it works: the unsupervised start needs two spaces that are close to isometric on
+    the rows given (the same network trained twice, a model and its quantised or
+    fine-tuned version).  Two different sentence encoders can defeat it even over the
+    same texts, because neither their cluster structures nor their similarity profiles
+    agree closely enough; ``confidence_`` then says so.  A hundred or so seed pairs,
+    far too few for supervised Procrustes in a few hundred dimensions, can be enough
+    for self-learning to find the map from there (:ref:`unpaired`).
 
     Computation runs in float32 on ``device``; Procrustes solves are float64 SVDs on the
     CPU.  Memory is bounded: similarities are formed in blocks of rows.
@@ -218,7 +220,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, Y=None, pairs=None, *, y=None):
+    def fit(self, X, Y=None, *, pairs=None, y=None):
         """Learn the map from unpaired rows (and optional seed pairs).
 
         Parameters

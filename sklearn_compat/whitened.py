@@ -290,7 +290,7 @@ class WhitenedProcrustesAligner(BaseAligner):
             # A score, not the map: float32 halves the candidates' solves.
             products = whitened_held_products(split, stats, **option, **solver, dtype=np.float32)
             label = holdout.params_label(option)
-            scores[label] = [holdout.top1_of_similarities(products / norms)]
+            scores[label] = [holdout.top1_of_similarities(products / norms, Y[held])]
         self._split = split
         by_label = {holdout.params_label(o): o for o in kept}
         return by_label[holdout.pick(scores)], {k: v[0] for k, v in scores.items()}

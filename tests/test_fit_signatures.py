@@ -58,4 +58,5 @@ def test_the_convention_covers_every_extra_argument_in_use():
         "parallel",
         "X_unpaired",
         "Y_unpaired",
+        "pairs",
     }

@@ -1,5 +1,6 @@
 """benchmarks/RESULTS.md is the page rendered from benchmarks/results/*.json, and short."""
 
+import argparse
 import importlib.util
 import json
 from pathlib import Path
@@ -10,13 +11,15 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 MAX_LINES = 600
 
 
-def _renderer():
-    spec = importlib.util.spec_from_file_location(
-        "render_results", BENCHMARKS / "render_results.py"
-    )
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _renderer():
+    return _load("render_results")
 
 
 def test_every_results_file_follows_the_schema():
@@ -63,3 +66,20 @@ def test_a_malformed_results_file_is_named(tmp_path):
     (tmp_path / "broken.json").write_text('{"benchmark": "broken", "tables": []}')
     with pytest.raises(ValueError, match="broken.json"):
         _renderer().load_results(tmp_path)
+
+
+def test_the_shared_writer_writes_what_the_renderer_reads(tmp_path):
+    common = _load("_common")
+    args = argparse.Namespace(json=str(tmp_path / "toy.json"), no_json=False)
+    table = common.table("sizes", ["n", "seconds"], [[1000, 0.5]])
+    common.write_results(args, "toy", "A toy benchmark", [table], notes="smoke")
+    (record,) = _renderer().load_results(tmp_path)
+    assert record["benchmark"] == "toy" and record["tables"] == [table]
+    assert "quiet" in record["machine"] or "loaded" in record["machine"]
+    assert record["command"].startswith("python ")
+    # --no-json (smoke runs) leaves the results alone.
+    skipped = argparse.Namespace(json=str(tmp_path / "other.json"), no_json=True)
+    assert common.write_results(skipped, "other", "Other", [table]) is None
+    assert not (tmp_path / "other.json").exists()
+    with pytest.raises(ValueError, match="cells"):
+        common.table("bad", ["a", "b"], [[1]])

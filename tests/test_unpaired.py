@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from scipy.stats import ortho_group
 
 from sklearn_compat import UnpairedProcrustesAligner
@@ -55,18 +56,31 @@ def test_recovers_a_rectangular_map_with_different_row_counts():
     np.testing.assert_allclose(aligner.inverse_transform(aligner.transform(X)), X, atol=1e-8)
 
 
-def test_seed_pairs_are_kept_where_the_rows_give_no_signal():
-    # Unrelated clouds except for 40 known pairs related by Q: the map must follow them.
+def test_seed_pairs_start_the_fit_and_stay_in_it():
+    # Noise-free structureless rows: the seed pairs alone already give the exact map.
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(300, 8))
+    Q = ortho_group.rvs(8, random_state=7)
+    order = rng.permutation(300)
+    Y = (X @ Q)[order]
+    position = np.argsort(order)
+    pairs = np.stack([np.arange(10), position[:10]], axis=1)
+    aligner = fit_quietly(UnpairedProcrustesAligner(random_state=0), X, Y, pairs=pairs)
+    assert aligner.start_scores_["seed_pairs"] == max(aligner.start_scores_.values())
+    np.testing.assert_allclose(aligner.W_, Q, atol=1e-8)
+
+
+def test_seed_pairs_pull_the_map_where_the_rows_give_no_signal():
+    # Unrelated clouds except for 40 known pairs related by Q: without them the map cannot
+    # know those rows; with them, kept in every round, it maps most of them home.
     rng = np.random.default_rng(6)
     X, Y = rng.normal(size=(300, 8)), rng.normal(size=(260, 8))
-    Q = ortho_group.rvs(8, random_state=7)
+    Y[100:140] = X[:40] @ ortho_group.rvs(8, random_state=7)
     pairs = np.stack([np.arange(40), np.arange(40) + 100], axis=1)
-    Y[100:140] = X[:40] @ Q
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnreliableAlignmentWarning)
-        aligner = UnpairedProcrustesAligner(random_state=0).fit(X, Y, pairs=pairs)
-    assert aligner.score(X[:40], Y[100:140]) == 1.0
-    assert aligner.confidence_ < aligner.min_confidence  # the rest is still unrelated
+    params = {"random_state": 0, "min_confidence": 0}
+    seeded = UnpairedProcrustesAligner(**params).fit(X, Y, pairs=pairs)
+    blind = UnpairedProcrustesAligner(**params).fit(X, Y)
+    assert seeded.score(X[:40], Y[100:140]) > 0.5 > blind.score(X[:40], Y[100:140]) + 0.3
 
 
 def test_same_random_state_gives_the_same_fit():
@@ -185,3 +199,14 @@ def test_command_line_fits_without_an_id_join(tmp_path, capsys):
         capsys, "fit", "--method", "procrustes", *common, "--id-column", "id", *bad
     )
     assert code == 1 and "--seed-pairs does not apply to --method procrustes" in err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_fit_recovers_the_same_rotation():
+    X = clustered(500, 16)
+    Q = ortho_group.rvs(16, random_state=1)
+    Y = (X @ Q)[np.random.default_rng(2).permutation(500)]
+    aligner = UnpairedProcrustesAligner(device="cuda", random_state=0)
+    fit_quietly(aligner, torch.as_tensor(X, device="cuda"), torch.as_tensor(Y, device="cuda"))
+    np.testing.assert_allclose(aligner.W_, Q, atol=1e-6)
+    assert isinstance(aligner.W_, np.ndarray)

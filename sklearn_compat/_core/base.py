@@ -46,8 +46,8 @@ __all__ = ["BaseAligner"]
 # - at most one per-row argument follows, positional or keyword as scikit-learn's own
 #   ``fit(X, y=None, sample_weight=None)``: ``sample_weight``, or ``labels`` for the
 #   aligners trained on classes (the two are what metadata routing passes per row);
-# - everything else (unpaired pools, ``groups``, ``queries``, ``parallel``) is keyword-only,
-#   so that a positional argument never lands in the wrong slot.
+# - everything else (unpaired pools, seed ``pairs``, ``groups``, ``queries``, ``parallel``)
+#   is keyword-only, so that a positional argument never lands in the wrong slot.
 
 
 class BaseAligner(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
