@@ -30,6 +30,8 @@ ORDER = [
     "lambda_path",
     "lambda_path_text",
     "lambda_fold_batching",
+    "lambda_cv_vs_gridsearch",
+    "lambda_intercept_choice",
     "alignment_table",
     "defaults",
     "refined_rounds",

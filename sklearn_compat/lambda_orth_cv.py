@@ -618,6 +618,10 @@ def lambda_orth_path(
         - ``fit_times`` : ndarray of shape (n_lams,), seconds per fit (the preparation is
           charged to the first).
         - ``errors`` : list of str or None, the message of each failed fit.
+        - ``center``, ``auto_scores`` : whether the bias is fitted (one choice for the
+          whole path: ``fit_intercept="auto"`` reads the rows, not ``lam``) and the
+          choice's held-out scores (None unless ``"auto"`` scored them), which the
+          fitted clones of :func:`aligner_at` hold as ``center_`` and ``auto_scores_``.
         - ``x_scale``, ``y_scale`` : float, the unit scales of the rows (as the
           estimator's ``x_scale_``, ``y_scale_``).
 

@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
+from ._core import auto_choice, refit_choice
 from ._core.backend import apply_affine
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import fitted_intercept
@@ -46,10 +47,11 @@ class ResidualAdapterAligner(LambdaOrthAligner):
         Threshold on the distance of ``W`` from orthogonality (see
         :class:`LambdaOrthAligner`).
     fit_intercept : "auto" or bool, default="auto"
-        As for :class:`LambdaOrthAligner`: ``"auto"`` trains both settings for a sixth
-        of ``max_epochs`` (at most 10 epochs) on the rows less a held-out slice and
-        keeps the one with the better held-out paired top-1 (``center_``).  Choosing costs
-        the two short runs on top of the fit; how the choice compares with the better
+        ``"auto"`` trains both settings (the residual MLP is no part of the Procrustes
+        starts that :class:`LambdaOrthAligner`'s choice reads) for a sixth of
+        ``max_epochs`` (at most 10 epochs) on the rows less a held-out slice and keeps
+        the one with the better held-out paired top-1 (``center_``).  Choosing costs the
+        two short runs on top of the fit; how the choice compares with the better
         explicit setting on real pairs: :ref:`benchmarks`.
 
     Attributes
@@ -151,6 +153,36 @@ class ResidualAdapterAligner(LambdaOrthAligner):
         return super().fit(X, Y, labels, y=y)
 
     fit.__doc__ = LambdaOrthAligner.fit.__doc__
+
+    def _resolve_intercept(self, X, Y, labels):
+        """Decide ``fit_intercept="auto"`` by training both settings briefly.
+
+        The residual MLP is not part of the Procrustes starts that LambdaOrthAligner's
+        choice reads, so the candidates are trained (for a sixth of ``max_epochs``, 1 to
+        10 epochs) and scored on the held-out slice.
+        """
+        auto_choice.resolve_by_refit(
+            self,
+            X,
+            Y,
+            {"fit_intercept": "center_"},
+            [{"fit_intercept": True}, {"fit_intercept": False}],
+            {"fit_intercept": True},
+            chooser=lambda options, X_, Y_, _: refit_choice.choose_by_refit(
+                self,
+                X_,
+                Y_,
+                options,
+                shared_params={
+                    "max_epochs": max(1, min(10, int(self.max_epochs) // 6)),
+                    "early_stopping": False,
+                    "warm_start": False,
+                    "verbose": 0,
+                },
+                row_params={"labels": labels},
+                margin=refit_choice.TRAINED_MARGIN,
+            ),
+        )
 
     def _backward_adapter(self, d_x, d_y, W0, b0):
         if self.hidden == 0:

@@ -454,3 +454,46 @@ def test_stop_at_bound_trains_less_and_still_picks_well(problem, grid_search):
     assert len(fast.best_estimator_.history_["loss"]) > fast.best_estimator_.n_epochs_
     with pytest.raises(ValueError, match="'stop_at_bound' parameter"):
         LambdaOrthAlignerCV(LAMS, stop_at_bound="yes").fit(X, Y)
+
+
+def _digits_pair():
+    """Two "models" of sklearn's handwritten digits: fixed projections of the pixels, the
+    new one through a tanh and off the origin (so that the bias is a real choice)."""
+    from sklearn.datasets import load_digits
+
+    pixels = load_digits().data
+    pixels = (pixels - pixels.mean(0)) / (pixels.std(0) + 1e-9)
+    rng = np.random.default_rng(0)
+    X = np.tanh(pixels @ rng.normal(size=(64, 16)) / 8) + 0.3
+    Y = pixels @ rng.normal(size=(64, 16)) / 8
+    test = np.arange(len(pixels)) % 4 == 0
+    return X[~test].astype(np.float32), Y[~test], X[test].astype(np.float32), Y[test]
+
+
+def test_intercept_choice_reads_the_rows_not_lam():
+    # GridSearchCV fits a fresh LambdaOrthAligner at every lam: each must decide
+    # fit_intercept="auto" as the search's path does for the same rows.
+    X, Y, _, _ = _digits_pair()
+    fits = [LambdaOrthAligner(lam=lam, max_epochs=1, random_state=0).fit(X, Y) for lam in LAMS]
+    assert len({(f.center_, tuple(f.auto_scores_.items())) for f in fits}) == 1
+    path = path_module.lambda_orth_path(
+        X, Y, LAMS, estimator=LambdaOrthAligner(max_epochs=1, random_state=0)
+    )
+    assert (path.center, path.auto_scores) == (fits[0].center_, fits[0].auto_scores_)
+
+
+@pytest.mark.parametrize("stop_at_bound", [False, True])
+def test_cv_fits_what_grid_search_fits(stop_at_bound):
+    X, Y, X_test, Y_test = _digits_pair()
+    base = LambdaOrthAligner(max_epochs=3, random_state=0)
+    grid = GridSearchCV(base, {"lam": LAMS}, cv=3).fit(X, Y)
+    search = LambdaOrthAlignerCV(lams=LAMS, cv=3, estimator=base, stop_at_bound=stop_at_bound).fit(
+        X, Y
+    )
+    # The same intercept choice as the plain estimator on the same rows, held by the
+    # refitted map as GridSearchCV's best_estimator_ holds it.
+    assert search.best_estimator_.center_ == grid.best_estimator_.center_
+    assert search.best_estimator_.auto_scores_ == grid.best_estimator_.auto_scores_
+    # The warm-started path trains each lam from the previous one's map: with the few
+    # epochs of a test it goes further than GridSearchCV's cold fits, never less far.
+    assert search.score(X_test, Y_test) >= grid.score(X_test, Y_test) - 0.01

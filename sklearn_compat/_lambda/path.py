@@ -18,6 +18,7 @@ from .fitting import (
     FittedMap,
     StartMap,
     encode_fit_labels,
+    fitted_intercept,
     is_small_problem,
     prepare_fit_data,
     store_fit,
@@ -44,7 +45,7 @@ PATH_CONSTRAINTS = {
 # a fit whose orthogonality constraint binds stops after this many readings (half an
 # epoch) without improvement.  Measured on a real text pair (256-d -> 384-d, 2,400 rows
 # per fold): a warm fit at a binding lam has its best held-out loss within its first
-# epoch and then only moves with the minibatch noise (RESULTS.md).
+# epoch and then only moves with the minibatch noise (see the benchmarks page).
 READINGS_PER_EPOCH = 4
 BOUND_PATIENCE = 2
 
@@ -239,6 +240,8 @@ def _walk(
         errors=errors,
         x_scale=data.x_scale,
         y_scale=data.y_scale,
+        center=fitted_intercept(settings),
+        auto_scores=getattr(settings, "auto_scores_", None),
     )
 
 
@@ -267,6 +270,7 @@ def aligner_at(path, index, estimator):
     )
     aligner = clone(estimator).set_params(lam=lam)
     aligner.n_features_in_ = path.coefs.shape[1]
+    aligner.center_, aligner.auto_scores_ = path.center, path.auto_scores
     return store_fit(aligner, fitted)
 
 
