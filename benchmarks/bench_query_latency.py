@@ -16,14 +16,10 @@ Usage::
 """
 
 import argparse
-import datetime
-import json
 import multiprocessing
-import os
-import platform
-import sys
 import time
 
+import _common
 import numpy as np
 import torch
 
@@ -76,8 +72,8 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 16, 256])
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--json", help="write the table to this file (benchmarks/results/)")
     parser.add_argument("--note", default="", help="machine state, for the JSON notes")
+    _common.add_json_arguments(parser, "query_latency")
     args = parser.parse_args(argv)
 
     rng = np.random.default_rng(0)
@@ -117,18 +113,13 @@ def main(argv=None):
             if busy is not None:
                 stop.set()
                 busy.join()
-    if args.json:
-        result = {
-            "benchmark": "bench_query_latency",
-            "title": "One query through transform against a bare numpy matmul, idle and loaded",
-            "command": "python " + " ".join([sys.argv[0], *(argv or sys.argv[1:])]),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "notes": args.note,
-            "tables": [{"title": title, "columns": columns, "rows": rows_out}],
-        }
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+    _common.write_results(
+        args,
+        "query_latency",
+        "One query through transform against a bare numpy matmul, idle and loaded",
+        [_common.table(title, columns, rows_out)],
+        notes=args.note,
+    )
 
 
 if __name__ == "__main__":

@@ -15,21 +15,18 @@ Usage::
 """
 
 import argparse
-import datetime
-import json
-import platform
 import sys
 import time
 import warnings
 from pathlib import Path
 
-import torch
 from sklearn.model_selection import GridSearchCV
 from threadpoolctl import threadpool_limits
 
 from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
 from alignment_table import load_all_pairs, transform_top1  # noqa: E402
 
 GRID = [0.0, 1.0, 2.0, 4.0, 8.0, float("inf")]
@@ -64,11 +61,10 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=200, help="the estimator's max_epochs")
     parser.add_argument("--pairs", nargs="*", default=None, help="name substrings")
     parser.add_argument("--pairs-root", default=None)
-    parser.add_argument("--json")
-    parser.add_argument("--note", default="")
+    parser.add_argument("--note", default="", help="machine state, for the JSON notes")
+    _common.add_json_arguments(parser, "lambda_cv_vs_gridsearch")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _common.limit_threads(args.threads)
     rows = []
     with threadpool_limits(args.threads):
         for group, pairs in load_all_pairs(args.pairs_root).items():
@@ -83,35 +79,22 @@ def main(argv=None):
                            round(grid_time / seconds, 2)]  # fmt: skip
                     rows.append(row)
                     print(" | ".join(map(str, row)), flush=True)
-    if args.json:
-        result = {
-            "benchmark": "lambda_cv_vs_gridsearch",
-            "title": "LambdaOrthAlignerCV against GridSearchCV(LambdaOrthAligner())",
-            "command": "python " + " ".join([sys.argv[0], *(argv or sys.argv[1:])]),
-            "machine": f"{platform.machine()}, torch {torch.__version__}, "
-            f"threads {torch.get_num_threads()}",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "notes": args.note,
-            "tables": [
-                {
-                    "title": f"lam in {GRID}, cv=3, LambdaOrthAligner(random_state=0, "
-                    f"max_epochs={args.epochs})",
-                    "columns": [
-                        "group",
-                        "pair",
-                        "search",
-                        "lam chosen",
-                        "bias (refit)",
-                        "test P@1",
-                        "minus GridSearchCV's",
-                        "seconds",
-                        "speed-up over GridSearchCV",
-                    ],  # fmt: skip
-                    "rows": rows,
-                }
-            ],
-        }
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    columns = ["group", "pair", "search", "lam chosen", "bias (refit)", "test P@1"]
+    columns += ["minus GridSearchCV's", "seconds", "speed-up over GridSearchCV"]
+    _common.write_results(
+        args,
+        "lambda_cv_vs_gridsearch",
+        "LambdaOrthAlignerCV against GridSearchCV(LambdaOrthAligner())",
+        [
+            _common.table(
+                f"lam in {GRID}, cv=3, LambdaOrthAligner(random_state=0, "
+                f"max_epochs={args.epochs})",
+                columns,
+                rows,
+            )
+        ],
+        notes=args.note,
+    )
 
 
 if __name__ == "__main__":

@@ -20,16 +20,14 @@ Usage::
 """
 
 import argparse
-import datetime
 import json
-import platform
 import sys
 import time
 import warnings
 from pathlib import Path
 
+import _common
 import numpy as np
-import torch
 from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 
@@ -159,11 +157,10 @@ def main(argv=None):
     parser.add_argument(
         "--skip-previous", action="store_true", help="cost table: leave out the rule before"
     )
-    parser.add_argument("--json")
-    parser.add_argument("--note", default="")
+    parser.add_argument("--note", default="", help="machine state, for the JSON notes")
+    _common.add_json_arguments(parser, "lambda_intercept_choice")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _common.limit_threads(args.threads)
     tables = []
     with threadpool_limits(args.threads):
         if not args.skip_cost:
@@ -172,18 +169,13 @@ def main(argv=None):
             )
         if not args.skip_choice:
             tables.append(choice_table(args.epochs, args.pairs_root))
-    if args.json:
-        result = {
-            "benchmark": "lambda_intercept_choice",
-            "title": "LambdaOrthAligner fit_intercept='auto': cost and choice",
-            "command": "python " + " ".join([sys.argv[0], *(argv or sys.argv[1:])]),
-            "machine": f"{platform.machine()}, torch {torch.__version__}, "
-            f"threads {torch.get_num_threads()}",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "notes": args.note,
-            "tables": tables,
-        }
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    _common.write_results(
+        args,
+        "lambda_intercept_choice",
+        "LambdaOrthAligner fit_intercept='auto': cost and choice",
+        tables,
+        notes=args.note,
+    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ which comparison form won on its held-out fold (``query_scores_``, scored by
 
 import numpy as np
 
-from ._core.holdout import top1_of_similarities, unit_rows
+from ._core.holdout import top1_of_similarities, unit_rows_float32
 
 
 def query_comparison_form(aligner, gallery):
@@ -67,6 +67,19 @@ def query_csls_k(aligner, csls_k):
     return QUERY_CSLS_K if wants is None or wants() else None
 
 
+def fitted_csls_k(csls_k, n_reference):
+    """``"auto"``'s CSLS neighbourhood on a reference of ``n_reference`` rows.
+
+    The neighbourhood cannot hold more rows than the reference it is measured among (the
+    gallery less the item itself, or the queries): a small reference lends all its rows,
+    and one with no row leaves plain cosine (None).  An explicit ``csls_k`` is never
+    changed: the searcher refuses one its data cannot serve.
+    """
+    if csls_k is None:
+        return None
+    return min(int(csls_k), int(n_reference)) if n_reference >= 1 else None
+
+
 def query_path_scores(mapped, targets, *, center=None, unit_first=False, k=None):
     """Paired top-1 of a held-out fold ranked as :class:`~sklearn_compat.neighbors.
     AlignedNeighbors` would rank it, in each comparison form it can use.
@@ -90,18 +103,20 @@ def query_path_scores(mapped, targets, *, center=None, unit_first=False, k=None)
     targets = np.asarray(targets, dtype=np.float64)
     forms = {"raw": (mapped, targets)}
     if center is not None:
-        Z, G = (unit_rows(mapped), unit_rows(targets)) if unit_first else (mapped, targets)
+        Z, G = mapped, targets
+        if unit_first:
+            Z, G = unit_rows_float32(mapped), unit_rows_float32(targets)
         forms["centered"] = (Z - center, G - center)
     out = {}
     for name, (Z, G) in forms.items():
-        Z, G = unit_rows(Z), unit_rows(G)
+        Z, G = unit_rows_float32(Z), unit_rows_float32(G)
         sims = Z @ G.T
-        out[name] = top1_of_similarities(sims)
+        out[name] = top1_of_similarities(sims, targets)
         if G.shape[0] > k:
             among = G @ G.T
             np.fill_diagonal(among, -np.inf)
             crowding = np.partition(among, -k, axis=1)[:, -k:].mean(axis=1)
-            out[name + "+csls"] = top1_of_similarities(2.0 * sims - crowding[None, :])
+            out[name + "+csls"] = top1_of_similarities(2.0 * sims - crowding[None, :], targets)
     return out
 
 

@@ -12,6 +12,7 @@ __all__ = [
     "InputError",
     "NotAvailable",
     "UnderdeterminedFitWarning",
+    "UnreliableAlignmentWarning",
 ]
 
 
@@ -70,3 +71,20 @@ class InputError(ValueError):
 
 class NotAvailable(InputError):
     """A method or metric this build of sklearn_compat does not have."""
+
+
+class UnreliableAlignmentWarning(UserWarning):
+    """An alignment fitted without (enough) pairs is probably wrong.
+
+    :class:`~sklearn_compat.UnpairedProcrustesAligner` estimates the quality of its map
+    without any true pairs (``confidence_``); this warning says the estimate is below the
+    estimator's ``min_confidence``, names the figure, and what to do (seed pairs, more
+    rows, a supervised aligner).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from sklearn_compat.exceptions import UnreliableAlignmentWarning
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", UnreliableAlignmentWarning)
+    """

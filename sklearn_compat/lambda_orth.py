@@ -21,7 +21,7 @@ from ._core import auto_choice
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
-from ._core.validation import pick_target, refuse_bool_numbers
+from ._core.validation import pick_target
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import (
     StartMap,
@@ -86,9 +86,9 @@ class LambdaOrthAligner(BaseAligner):
         ``exp(-alpha (lam - N)) alpha N``, and in the unit-RMS coordinates the squared
         error changes little per unit of ``N`` (about 1e-3 between the orthogonal and
         affine fits of real features), so with ``alpha = 1`` the leftover pull holds ``N``
-        far below ``lam`` (1.7 at ``lam = 8`` on the MNIST features).  ``alpha = 10``
-        makes the switch close to a hinge: ``N`` rises to about ``lam - 1`` there, or to
-        the affine fit's own gap when that is smaller.
+        far below ``lam``.  ``alpha = 10`` makes the switch close to a hinge: ``N`` rises
+        to a little below ``lam``, or to the affine fit's own gap when that is smaller
+        (:ref:`lam_tradeoff`).
     strict : bool, default=False
         Keep ``W`` exactly orthogonal (up to the unit conversion ``y_scale_ / x_scale_``)
         through a parametrisation, the paper's strict variant; ``lam`` is then unused and
@@ -355,7 +355,6 @@ class LambdaOrthAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
-        refuse_bool_numbers(self)
         warm = bool(self.warm_start) and hasattr(self, "W_")
         if warm and self.bidirectional and not hasattr(self, "forward_W_"):
             raise ValueError(
@@ -398,8 +397,7 @@ class LambdaOrthAligner(BaseAligner):
     def _query_centred(self):
         """``AlignedNeighbors`` compares this map's queries with the raw gallery
         (``gallery="auto"``): the fitted bias already places them where the cosine with
-        Y's raw rows retrieves, and centring both on the gallery's mean moves them off
-        (benchmarks/RESULTS.md)."""
+        Y's raw rows retrieves, and centring both on the gallery's mean moves them off."""
         return False
 
     def _fitted_map(self):

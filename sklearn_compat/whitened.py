@@ -13,9 +13,10 @@ from ._core.backend import apply_affine, is_dask_collection
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
 from ._core.pair_stats import batch_moments
+from ._core.ranking import unit_rows
 from ._core.row_space import is_wide, row_stats, thin_whitened
 from ._core.validation import pick_target
-from ._core.whitening import multi_step_map, unit_rows
+from ._core.whitening import multi_step_map
 from ._core.wide_choice import SplitRows, candidate_stats, whitened_held_products
 
 __all__ = ["WhitenedProcrustesAligner"]
@@ -38,9 +39,8 @@ class WhitenedProcrustesAligner(BaseAligner):
     ``U S V^T`` the SVD of the whitened cross-covariance (``S`` are the canonical
     correlations): it whitens X, rotates it onto whitened Y and gives it Y's covariance.
     For noise-free ``Y = X A`` with any invertible ``A`` it recovers ``A`` exactly, where
-    plain Procrustes recovers only orthogonal maps.  On real pairs of differently trained
-    models, whose spaces differ by more than a rotation, it retrieves markedly better
-    than Procrustes (see ``benchmarks/RESULTS.md``).
+    plain Procrustes recovers only orthogonal maps, so it suits pairs of differently
+    trained models whose spaces differ by more than a rotation (:ref:`choosing_a_method`).
 
     Parameters
     ----------
@@ -55,11 +55,9 @@ class WhitenedProcrustesAligner(BaseAligner):
         scores the four combinations with ``normalize`` by paired top-1 cosine retrieval
         on held-out training rows (five folds of up to 1,000 rows, each map solved from
         the statistics of the other rows: no refits) and fits on all rows with the best;
-        ``center_`` holds the choice.  The paper's setting (both on) is not best
-        everywhere: on MNIST cnn -> cnn raw centred rows retrieve better (0.890 against
-        0.880), on GloVe -> French words uncentred ones (0.171 against 0.153); see
-        benchmarks/RESULTS.md.  Fewer than 100 rows: both True, with an
-        :class:`~sklearn_compat._core.auto_settings.AutoSettingWarning`.
+        ``center_`` holds the choice.  The paper's setting (both on) is not best on every
+        pair, hence the choice (:ref:`centring`).  Fewer than 100 rows: both True, with an
+        :class:`~sklearn_compat.exceptions.AutoSettingWarning`.
     whiten : bool, default=True
         Whiten each side by the inverse square root of its covariance.  False reduces the
         map to Procrustes (with ``reweight=0``).
@@ -292,7 +290,7 @@ class WhitenedProcrustesAligner(BaseAligner):
             # A score, not the map: float32 halves the candidates' solves.
             products = whitened_held_products(split, stats, **option, **solver, dtype=np.float32)
             label = holdout.params_label(option)
-            scores[label] = [holdout.top1_of_similarities(products / norms)]
+            scores[label] = [holdout.top1_of_similarities(products / norms, Y[held])]
         self._split = split
         by_label = {holdout.params_label(o): o for o in kept}
         return by_label[holdout.pick(scores)], {k: v[0] for k, v in scores.items()}

@@ -325,13 +325,14 @@ def test_list_column_batches_are_gathered(tmp_path, monkeypatch, pair):
     assert [b.start for b in batches] == starts.tolist()
 
 
-def test_readme_and_help_state_the_same_default_batch(capsys):
+def test_docs_and_help_state_the_same_default_batch(capsys):
     from pathlib import Path
 
     from sklearn_compat.cli._parser import DEFAULT_ROWS_PER_BATCH
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert f"default {DEFAULT_ROWS_PER_BATCH}" in readme
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "user_guide" / "command_line.md").read_text()
+    assert f"default {DEFAULT_ROWS_PER_BATCH}" in page
     with pytest.raises(SystemExit):
         main(["transform", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())

@@ -10,6 +10,8 @@ from sklearn.model_selection import GridSearchCV
 from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat.metrics import make_retrieval_scorer, ndcg_at_k, recall_at_k
 
+from _helpers import brute_force_ndcg_recall
+
 
 def _graded(rng, n_queries, n_gallery, density=0.05):
     """Random graded judgements (gains 1..3); every query judges at least one item."""
@@ -94,22 +96,6 @@ def test_matches_sklearn_ndcg_score_on_dense_judgements(k):
     assert ndcg_at_k(Q, G, sp.csr_matrix(dense), k=k) == pytest.approx(expected, abs=1e-12)
 
 
-def _brute_force(scores, gains, excluded, k):
-    """Full sort per query: decreasing score, lower gain first among ties."""
-    ndcg, recall = [], []
-    for q in range(scores.shape[0]):
-        keep = ~excluded[q]
-        g, s = gains[q][keep], scores[q][keep]
-        if not (g > 0).any():
-            continue
-        order = np.lexsort((g, -s))[:k]
-        discount = 1 / np.log2(np.arange(2, len(order) + 2))
-        ideal = np.sort(g)[::-1][:k]
-        ndcg.append((g[order] * discount).sum() / (ideal * discount[: len(ideal)]).sum())
-        recall.append((g[order] > 0).sum() / (g > 0).sum())
-    return np.mean(ndcg), np.mean(recall)
-
-
 def test_ties_count_against_the_query_across_the_cut():
     """Integer vectors make many exact ties, straddling the cut at k."""
     rng = np.random.default_rng(3)
@@ -118,7 +104,7 @@ def test_ties_count_against_the_query_across_the_cut():
     gains = rng.integers(0, 3, size=(40, 90)) * (rng.random((40, 90)) < 0.2)
     excluded = rng.random((40, 90)) < 0.1
     for k in (1, 4, 10):
-        expected = _brute_force(Q @ G.T, gains, excluded, k)
+        expected = brute_force_ndcg_recall(Q @ G.T, gains, excluded, k)
         options = {"k": k, "exclude": sp.csr_matrix(excluded), "similarity": "dot"}
         got = (
             ndcg_at_k(Q, G, sp.csr_matrix(gains), **options),

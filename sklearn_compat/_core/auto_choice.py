@@ -10,9 +10,12 @@ This module resolves an estimator's ``"auto"`` parameters (:func:`resolve_by_ref
 one of the choosers: :func:`~.refit_choice.choose_by_refit` by default,
 :mod:`.moment_choice`'s from sufficient statistics where the estimator passes one.
 
-When the data cannot decide (fewer than :data:`~.holdout.MIN_ROWS` rows, or a held-out
-slice on which every candidate scores the same), the documented fallback of each estimator
-is used and :class:`~sklearn_compat.exceptions.AutoSettingWarning` says so, once per fit.
+When the data cannot decide (fewer than :data:`~.holdout.MIN_ROWS` rows), the documented
+fallback of each estimator is used, and :class:`~sklearn_compat.exceptions.AutoSettingWarning`
+says so, once per fit; it also says so when every column of X or of Y is constant (no
+candidate can be told apart there).  Duplicated rows do not blind the choice: copies of a
+held-out row's target count as its answer, not as competitors (see
+:func:`~.holdout.top1_of_similarities`).
 """
 
 import warnings
@@ -23,6 +26,7 @@ from sklearn.utils.validation import _check_sample_weight
 from ..exceptions import AutoSettingWarning
 from .backend import is_dask_collection
 from .holdout import MIN_ROWS, take_rows
+from .moment_choice import _sample_rows, constant_row_side
 from .refit_choice import choose_by_refit
 
 
@@ -61,6 +65,14 @@ def checked_input(estimator, X, Y, sample_weight):
         if not sample_weight.sum() > 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
     return X, Y, sample_weight
+
+
+def _constant_columns(estimator, X, Y, sample_weight):
+    """Whether every column of X, or of Y, is constant on the rows a choice reads (all
+    rows, or the moment choosers' sample of a larger set)."""
+    rows = _sample_rows(int(np.shape(X)[0]), getattr(estimator, "random_state", None))
+    weights = None if sample_weight is None else np.asarray(sample_weight, np.float64)[rows]
+    return constant_row_side(take_rows(X, rows), take_rows(Y, rows), weights)
 
 
 def sampled_chooser(chooser, sample):
@@ -121,6 +133,13 @@ def resolve_by_refit(estimator, X, Y, names, grid, fallback, *, sample_weight=No
                     type(estimator).__name__,
                     f"{int(np.shape(X)[0])} rows, fewer than the {MIN_ROWS} needed for a "
                     "held-out slice",
+                    ", ".join(f"{name}={chosen[name]!r}" for name in auto),
+                )
+            elif _constant_columns(estimator, X, Y, sample_weight):
+                # Procrustes' rule: no candidate can be told apart on constant rows.
+                warn_undecided(
+                    type(estimator).__name__,
+                    "every column of X or of Y is constant",
                     ", ".join(f"{name}={chosen[name]!r}" for name in auto),
                 )
             setting, estimator.auto_scores_ = chosen, scores or None

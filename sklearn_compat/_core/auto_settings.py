@@ -38,9 +38,9 @@ from .holdout import (
     scoring_dtype,
     take_rows,
     top1_of_similarities,
-    unit_rows,
     wide_solve_sample,
 )
+from .holdout import unit_rows_float32 as unit_rows
 from .moment_choice import (
     SAMPLE_ROWS,
     choose_from_moments,

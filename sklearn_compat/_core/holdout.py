@@ -14,6 +14,7 @@ import torch
 from sklearn.utils import _safe_indexing, check_random_state
 
 from .backend import is_dask_collection
+from .ranking import unit_rows
 
 #: Fewest training rows from which ``"auto"`` is decided (a held-out slice of 20).
 MIN_ROWS = 100
@@ -119,27 +120,51 @@ def all_rows(data):
     return take_rows(data, np.arange(np.shape(data)[0]))
 
 
-def unit_rows(rows):
-    """Rows scaled to unit length in float64, returned in float32 (zero rows stay zero)."""
-    rows = np.asarray(rows, dtype=np.float64)
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return (rows / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+def unit_rows_float32(rows):
+    """Rows scaled to unit length in float64, returned in float32 (zero rows stay zero):
+    the operands of the held-out folds' float32 similarity products."""
+    return unit_rows(np.asarray(rows, dtype=np.float64)).astype(np.float32)
 
 
-def top1_of_similarities(sims):
+def same_target_groups(targets):
+    """Per row, the group of rows holding the very same target (None when all differ)."""
+    if targets is None:
+        return None
+    rows = np.ascontiguousarray(np.asarray(targets).reshape(len(targets), -1))
+    _, groups, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    return None if counts.max(initial=1) == 1 else groups.ravel()
+
+
+def top1_of_similarities(sims, targets=None):
     """Share of rows of a square similarity matrix whose diagonal entry is the row's
     strict maximum (ties count against the row, as in the aligners' ``score``).  A query's
-    own normalisation does not change its row's order, so ``sims`` may use raw queries."""
+    own normalisation does not change its row's order, so ``sims`` may use raw queries.
+
+    ``targets`` (the fold's target rows): other rows holding the very same target as a
+    row's own are copies of its answer, not competitors, and are left out of its row.
+    Without that, duplicated training rows (a table exported twice) make every query tie
+    with its own copies and every candidate score near 0, whatever its merit.
+    """
     own = np.diagonal(sims).copy()
     sims = sims.copy()
     np.fill_diagonal(sims, -np.inf)
+    groups = same_target_groups(targets)
+    if groups is not None:
+        sims[groups[:, None] == groups[None, :]] = -np.inf
     return float(np.mean(sims.max(axis=1) < own))
 
 
 def paired_top1(Z, Y):
     """Paired top-1 cosine retrieval of ``Z`` against ``Y`` (the aligners' ``score``) on a
-    held-out fold of at most 1,000 rows: one float32 GEMM in numpy."""
-    return top1_of_similarities(unit_rows(Z) @ unit_rows(Y).T)
+    held-out fold of at most 1,000 rows: one float32 GEMM in numpy.  Identical rows of
+    ``Y`` count as one target (see :func:`top1_of_similarities`).
+
+    The rule of :func:`~.ranking.paired_topk_share`, kept on the host: the candidates are
+    scored many times per fit, on folds small enough that the blockwise device search
+    costs more than the product, and the choosers that solve from statistics hold a
+    similarity matrix, not rows (:func:`top1_of_similarities`).
+    """
+    return top1_of_similarities(unit_rows_float32(Z) @ unit_rows_float32(Y).T, targets=Y)
 
 
 def pick(scores, margin=0.0):

@@ -34,7 +34,7 @@ from .holdout import (
     pick,
     take_rows,
     top1_of_similarities,
-    unit_rows,
+    unit_rows_float32,
 )
 
 
@@ -69,21 +69,28 @@ def constant_side(moments):
     )
 
 
-def negligible_row_offsets(X, Y, weights=None):
-    """:func:`negligible_offsets` of rows in memory (float64 numpy, ``weights`` or None)."""
+def _row_moments(X, Y, weights=None):
+    """The means and centred sums of squares of rows in memory, as the moments hold them."""
     w = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=np.float64)
     weight = float(w.sum())
     mean_x, mean_y = w @ X / weight, w @ Y / weight
-    return negligible_offsets(
-        SimpleNamespace(
-            weight=weight,
-            mean_x=mean_x,
-            mean_y=mean_y,
-            # Centred sums of squares, as the moments hold them.
-            sq_x=float(w @ np.einsum("ij,ij->i", X, X)) - weight * float(mean_x @ mean_x),
-            sq_y=float(w @ np.einsum("ij,ij->i", Y, Y)) - weight * float(mean_y @ mean_y),
-        )
+    return SimpleNamespace(
+        weight=weight,
+        mean_x=mean_x,
+        mean_y=mean_y,
+        sq_x=float(w @ np.einsum("ij,ij->i", X - mean_x, X - mean_x)),
+        sq_y=float(w @ np.einsum("ij,ij->i", Y - mean_y, Y - mean_y)),
     )
+
+
+def negligible_row_offsets(X, Y, weights=None):
+    """:func:`negligible_offsets` of rows in memory (float64 numpy, ``weights`` or None)."""
+    return negligible_offsets(_row_moments(X, Y, weights))
+
+
+def constant_row_side(X, Y, weights=None):
+    """:func:`constant_side` of rows in memory (float64 numpy, ``weights`` or None)."""
+    return constant_side(_row_moments(X, Y, weights))
 
 
 def _unmerge(total, part):
@@ -189,7 +196,7 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
         rest = moments if whole else _unmerge(moments, _fold_moments(X_fold, Y_fold, w_fold))
         forms = {True: rest, False: uncentred(rest)}
         cache = {}
-        Y_unit = unit_rows(Y_fold)
+        Y_unit = unit_rows_float32(Y_fold)
         for center in dict.fromkeys(c for c, _ in candidates):
             # x -> s (x - m_x) W + m_y: one GEMM per centring serves every scale, as
             # s (P Y^T) + m_y Y^T, P the mapped deviations.
@@ -203,7 +210,7 @@ def choose_procrustes_setting(estimator, moments, X, Y, sample_weight, candidate
             for c, scale in candidates:
                 if c == center:
                     sims = scale_of(scale) * mapped + offset
-                    scores[(center, scale)].append(top1_of_similarities(sims))
+                    scores[(center, scale)].append(top1_of_similarities(sims, Y_fold))
             seen.append((center, projected, scale_of, forms[center].mean_y, Y_fold))
     chosen = pick(scores)
     query = [

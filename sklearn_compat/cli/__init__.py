@@ -16,10 +16,11 @@ Subcommands::
         [--gallery-form centered|raw] [--csls K | --no-csls]
     sklearn-compat export --model MODEL --format npz|faiss|onnx --output FILE
     sklearn-compat inspect --model MODEL [--json]
-    sklearn-compat rollback --table DIR/NAME.lance [--to-version N]
+    sklearn-compat rollback --table DIR/NAME.lance|URI::TABLE [--to-version N]
 
 Tables are CSV, Parquet or .npy, chosen from the file name, or vector stores: a LanceDB
-table ``DIR/NAME.lance`` or a Chroma collection ``DIR::NAME`` (see :mod:`sklearn_compat.io`).
+table ``DIR/NAME.lance``, a Chroma collection ``DIR::NAME`` or a Postgres table with a
+pgvector column ``postgresql://...::TABLE`` (see :mod:`sklearn_compat.io`).
 ``fit``, ``evaluate`` and ``grid`` pair source and target rows by ``--id-column``; without
 one, rows are paired by position (said once on stderr) and both tables must have the same
 number of rows.

@@ -1,8 +1,10 @@
-"""``transform`` into a vector store (LanceDB, Chroma), the retention gate, ``rollback``.
+"""``transform`` into a vector store (LanceDB, Chroma, Postgres with pgvector), the
+retention gate, ``rollback``.
 
 A migration into a store is written batch by batch into a staging table or collection
 that only becomes the output once every row is in it and checked (see
-:mod:`sklearn_compat.io._lance` and :mod:`sklearn_compat.io._chroma`); an interrupted one
+:mod:`sklearn_compat.io._lance`, :mod:`sklearn_compat.io._chroma` and
+:mod:`sklearn_compat.io._pgvector_write`); an interrupted one
 is finished by the same command with ``--resume``.
 """
 
@@ -14,6 +16,7 @@ from contextlib import contextmanager
 
 from ..io._common import STORES, InputError, table_format
 from ..io._read import open_table
+from ._mapping import check_width, map_batch, model_input, model_width, progress, source_columns
 
 __all__ = [
     "check_retention",
@@ -117,7 +120,8 @@ def _digest(path):
 
 
 def _migration(args, reader, width):
-    """The store writer for this job: a LanceDB table or a Chroma collection."""
+    """The store writer for this job: a LanceDB table, a Chroma collection or a Postgres
+    table."""
     kind = reader.format
     target = args.input if args.replace else args.output
     if table_format(target) != kind:
@@ -132,6 +136,11 @@ def _migration(args, reader, width):
         "vector_column": reader.list_column or ",".join(reader.vector_columns),
     }
     options = {"replace": args.replace, "resume": args.resume, "force": args.force}
+    if kind == "pgvector":
+        from ..io._pgvector_write import PgvectorMigration
+
+        column = args.output_column or reader.list_column
+        return PgvectorMigration(reader, args.output, width, column, job, **options)
     if kind == "lance":
         from ..io._lance import LanceMigration
 
@@ -146,8 +155,6 @@ def run_store_transform(args, model, spec):
     """``transform`` whose input or output is a store (``model`` loaded and gated)."""
     import numpy as np
 
-    from . import _commands as tools  # the plain transform's helpers
-
     if args.replace and args.output:
         raise InputError("--replace writes into --input; give no --output")
     if not args.replace and not args.output:
@@ -159,10 +166,10 @@ def run_store_transform(args, model, spec):
             "carried over), and --resume and --replace apply to stores only",
             path=reader.path,
         )
-    expected = tools._model_width(model, args.model)
-    tools._check_width(reader, expected, args.model)
-    columns = tools._source_columns(model, reader)
-    probe = tools._model_input(np.zeros((1, expected)), *columns)
+    expected = model_width(model, args.model)
+    check_width(reader, expected, args.model)
+    columns = source_columns(model, reader)
+    probe = model_input(np.zeros((1, expected)), *columns)
     width = int(model.transform(probe).shape[1])
     migration = _migration(args, reader, width)
     if migration.done:
@@ -171,12 +178,12 @@ def run_store_transform(args, model, spec):
         _log(f"{migration.staging}: nothing staged to resume; starting from the first row")
     try:
         with (
-            tools._progress(reader.n_rows, args.no_progress) as bar,
+            progress(reader.n_rows, args.no_progress) as bar,
             _stop_between_batches() as stop,
         ):
             bar.update(migration.done)
             for batch, raw in migration.batches(args.rows_per_batch):
-                Z = tools._map_batch(model, batch, reader, columns)
+                Z = map_batch(model, batch, reader, columns)
                 migration.write(raw, Z)
                 bar.update(len(batch))
                 del batch, raw, Z
@@ -228,9 +235,15 @@ def _stop_between_batches():
 # ------------------------------------------------------------------------- rollback
 def run_rollback(args):
     fmt = table_format(args.table)
+    if fmt == "pgvector":
+        from ..io._pgvector_rollback import rollback_pgvector
+
+        _log(rollback_pgvector(args.table, args.to_version))
+        return 0
     if fmt != "lance":
         raise InputError(
-            "rollback restores a LanceDB table's earlier version (DIR/NAME.lance)",
+            "rollback restores a LanceDB table's earlier version (DIR/NAME.lance) or the "
+            "vectors a Postgres table's last --replace kept (URI::TABLE)",
             path=args.table,
         )
     from ..io._lance import rollback_lance

@@ -336,16 +336,8 @@ class CsvReader(TableReader):
                 raise InputError(
                     f"{self._locate(batch, i, self.list_column)}: {what}", path=self.path
                 ) from None
-            if self.width is None:
-                self.width = row.size
-            if row.size != self.width:
-                batch = Batch(start, ids, np.empty((len(texts), 0)))
-                raise InputError(
-                    f"{self._locate(batch, i, self.list_column)}: list has {row.size} "
-                    f"values, earlier rows have {self.width}",
-                    path=self.path,
-                )
             rows.append(row)
+        self._check_list_lengths([row.size for row in rows], start, ids)
         return np.stack(rows) if rows else np.empty((0, self.width or 0))
 
     def _find_bad_number(self, batch_size):

@@ -53,13 +53,17 @@ def model_fingerprint(model, *, training_ids=None, n_training_rows=None):
     Parameters
     ----------
     model : fitted estimator
+        The model to describe.
     training_ids : array-like, default=None
         Ids of the training rows; their count is ``n_training_rows`` unless given.
     n_training_rows : int, default=None
+        Number of training rows, when ``training_ids`` are not given (None: unknown).
 
     Returns
     -------
     dict
+        The fingerprint: only strings, numbers, lists, dicts and None, so it serialises
+        to JSON as it is.
 
     Examples
     --------
