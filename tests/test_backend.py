@@ -193,3 +193,31 @@ def test_affine_rows_value_of_a_row_does_not_depend_on_how_many_came_with_it(dty
             [_backend.affine_rows(b, X[i : i + rows], A) for i in range(0, 50, rows)]
         )
         assert torch.equal(parts, whole), rows
+
+
+def test_gpu_products_are_all_of_one_shape(monkeypatch):
+    # cuBLAS picks kernels by shape: on a GPU every product must have the same shape, so
+    # that a row's value does not depend on its batch.  Checked here on CPU tensors (the
+    # GPU itself is exercised by the cuda tests).
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(50, 12, generator=gen)
+    A = torch.randn(12, 5, generator=gen)
+    b = torch.randn(5, generator=gen)
+    shapes = []
+    addmm = torch.addmm
+
+    def recording(bias, mat1, mat2):
+        shapes.append(tuple(mat1.shape))
+        return addmm(bias, mat1, mat2)
+
+    monkeypatch.setattr(torch, "addmm", recording)
+    whole = _backend.fixed_blocks_addmm(b, X, A, 16)
+    torch.testing.assert_close(whole, X @ A + b)
+    for rows in (1, 7, 16, 33):
+        parts = torch.cat(
+            [_backend.fixed_blocks_addmm(b, X[i : i + rows], A, 16) for i in range(0, 50, rows)]
+        )
+        torch.testing.assert_close(parts, whole)
+        if rows % 16 == 0:  # every row at the same place in a block of the same shape
+            assert torch.equal(parts, whole), rows
+    assert set(shapes) == {(16, 12)}

@@ -287,18 +287,44 @@ def calling_thread_only():
             torch.set_num_threads(threads)
 
 
+# cuBLAS picks its kernel (tile shape, split of the shared dimension) from the whole
+# product's shape, so on a GPU a row's value would depend on the batch it came in: every
+# GPU product is made of blocks of exactly this many rows (the last one padded), one
+# kernel for all of them.  Within one kernel a GPU thread block runs the same loop over the
+# shared dimension for every tile, wherever the tile lies (an expectation from how cuBLAS
+# kernels are built, not yet measured on a device; CPU BLAS does not promise it).
+_GPU_BLOCK = 1024
+
+
 def affine_rows(b, X, A):
     """``X @ A + b`` for torch operands, each row's value independent of the row count.
 
-    Rows go through the product in whole blocks of ``_ROW_BLOCK`` (the last one padded with
-    zero rows); a small CPU product runs on the calling thread only.
+    On the CPU rows go through the product in whole blocks of ``_ROW_BLOCK`` (the last
+    one padded with zero rows), and a small product runs on the calling thread only; on
+    a GPU every product has the same shape, ``_GPU_BLOCK`` rows.
     """
+    if X.device.type != "cpu":
+        return fixed_blocks_addmm(b, X, A, _GPU_BLOCK)
     n = X.shape[0]
     padded = -(-n // _ROW_BLOCK) * _ROW_BLOCK
     if X.device.type == "cpu" and padded * X.shape[1] * A.shape[1] <= _CALLING_THREAD_MACS:
         with calling_thread_only():
             return _blocked_addmm(b, X, A)
     return _blocked_addmm(b, X, A)
+
+
+def fixed_blocks_addmm(b, X, A, rows):
+    """``X @ A + b`` as products of exactly ``rows`` rows each (the last one zero-padded)."""
+    n = X.shape[0]
+    out = X.new_empty((n, A.shape[1]))
+    for start in range(0, n, rows):
+        block = X[start : start + rows]
+        if block.shape[0] < rows:
+            padded = X.new_zeros((rows, X.shape[1]))
+            padded[: block.shape[0]] = block
+            block = padded
+        out[start : start + rows] = torch.addmm(b, block, A)[: n - start]
+    return out
 
 
 def _blocked_addmm(b, X, A):
