@@ -343,9 +343,11 @@ def test_replace_rebuilds_the_indexes_it_drops(store, capsys):
     n = 1000
     X, _, ids = _pairs(n=n)
     table = lancedb.connect(db).create_table("big", pa.table({"id": ids, "vector": _vectors(X)}))
-    table.create_index(vector_column_name="vector", index_type="IVF_PQ", num_partitions=2,
-                       num_sub_vectors=2, metric="cosine")  # fmt: skip
-    table.create_scalar_index("id", index_type="BTREE")
+    from lancedb.index import BTree, IvfPq
+
+    table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=2,
+                                              num_sub_vectors=2))  # fmt: skip
+    table.create_index("id", config=BTree())
     before = {i.name for i in lancedb.connect(db).open_table("big").list_indices()}
     assert before == {"vector_idx", "id_idx"}
     capsys.readouterr()
