@@ -2,10 +2,11 @@
 
 Run (one core, every pair, every estimator; the runtime is printed at the end)::
 
-    python benchmarks/alignment_table.py --threads 1 --json table.json
+    python benchmarks/alignment_table.py --threads 1 --raw-json table.json
 
-Measured 2026-11-25 on the shared 2-core box: 29 min of wall time at load average 10, about
-10 minutes of CPU time (benchmarks/RESULTS.md, issue 22 section).
+It writes its tables to ``benchmarks/results/alignment_table.json`` (``--json``), which
+``render_results.py`` puts on the results page.  On the shared 2-core box a full run took
+about 10 minutes of CPU time (29 min of wall time at load average 10).
 
 Pairs ("new -> old": X is the new model's embeddings, Y the old model's; every map is
 fitted on the train rows and measured on the others):
@@ -38,7 +39,8 @@ Checks of issue 22, per row: ``default >= best setting - 0.005`` and
 Options: ``--pairs`` / ``--estimators`` (name substrings), ``--threads`` (torch and BLAS),
 ``--epochs`` (``max_epochs`` of LambdaOrth and Residual, default 30: their early
 stopping rarely runs longer on these pairs, and the whole table then stays within minutes
-on one core), ``--query-all`` (the query path of every setting too), ``--json``.
+on one core), ``--query-all`` (the query path of every setting too), ``--raw-json`` (every
+measurement), ``--json`` / ``--no-json`` (the results file).
 """
 
 import argparse
@@ -49,8 +51,10 @@ import time
 import warnings
 from pathlib import Path
 
+import _common
 import numpy as np
 import torch
+from _common import load_all_pairs, load_pairs  # noqa: F401 (other scripts import them here)
 from sklearn.utils._param_validation import StrOptions
 from threadpoolctl import threadpool_limits
 
@@ -67,8 +71,6 @@ from sklearn_compat import (
 from sklearn_compat._core.auto_settings import fitted_choices
 from sklearn_compat.metrics import paired_topk_accuracy
 
-HERE = Path(__file__).resolve().parent
-MNIST_PAIRS = [("cnn_s0", "cnn_s1"), ("cnn_s0", "mlp_s0")]
 TOLERANCE = 0.005
 
 #: The parameters that centre, rescale or normalise, listed whatever their default.
@@ -85,87 +87,6 @@ SETTING_PARAMS = {
 NOT_SETTINGS = {"device", "early_stopping", "index", "n_anchors"}
 TRAINED = (RCSLSAligner, LambdaOrthAligner, ResidualAdapterAligner)
 EPOCHS = (LambdaOrthAligner, ResidualAdapterAligner)
-
-
-def find_upwards(relative):
-    for folder in HERE.parents:
-        candidate = folder / relative
-        if candidate.exists():
-            return candidate
-    return None
-
-
-def unit(A):
-    A = np.asarray(A, dtype=np.float32)
-    return A / np.maximum(np.linalg.norm(A, axis=1, keepdims=True), 1e-12)
-
-
-def load_mnist(raw=False):
-    """The two MNIST pairs, L2-normalised rows (``raw``: the features as stored)."""
-    path = find_upwards("shared/data/mnist5k_features.npz")
-    if path is None:
-        print("(no shared/data/mnist5k_features.npz found: MNIST pairs skipped)")
-        return []
-    d = np.load(path)
-    train, test = d["train_idx"], d["test_idx"]
-    out = []
-    for new, old in MNIST_PAIRS:
-        X, Y = (d[new], d[old]) if raw else (unit(d[new]), unit(d[old]))
-        out.append(
-            (
-                f"mnist {new}->{old}",
-                {
-                    "X_train": X[train],
-                    "Y_train": Y[train],
-                    "X_test": X[test],
-                    "Y_test": Y[test],
-                    "labels_train": d["labels"][train],
-                    "labels_test": d["labels"][test],
-                },
-            )
-        )
-    return out
-
-
-def load_npz_pair(path):
-    with np.load(path, allow_pickle=False) as z:
-        d = {k: z[k] for k in z.files}
-    train = d["split"]
-    pair = {
-        "X_train": d["X"][train],
-        "Y_train": d["Y"][train],
-        "X_test": d["X"][~train],
-        "Y_test": d["Y"][~train],
-        "meta": json.loads(str(d["meta"])),
-    }
-    if "labels" in d:
-        pair["labels_train"], pair["labels_test"] = d["labels"][train], d["labels"][~train]
-    if "gallery" in d:
-        pair["gallery"] = d["gallery"]
-        pair["gold"] = d["gold_rows"][~train]
-    return pair
-
-
-def load_all_pairs(pairs_root=None, mnist=True):
-    """``{"design pairs": [(name, pair)], "held-aside pairs": [...]}``; a pair is a dict
-    with X_train, Y_train, X_test, Y_test, and where present labels_train/labels_test
-    (class labels) and gallery/gold (the word pair)."""
-    root = Path(pairs_root) if pairs_root else HERE / "pairs" / "cache"
-    found = sorted(root.glob("*.npz")) if root.exists() else []
-    if not found:
-        print(f"(no text pairs under {root}; build them with benchmarks/pairs/build_pairs.py)")
-    design = load_mnist() if mnist else []
-    design += [(p.stem, load_npz_pair(p)) for p in found if not p.stem.startswith("heldout_")]
-    held = [(p.stem, load_npz_pair(p)) for p in found if p.stem.startswith("heldout_")]
-    return {"design pairs": design, "held-aside pairs": held}
-
-
-def load_pairs(pairs_root=None, mnist=True):
-    """[(name, pair)]: the raw MNIST pairs and every pair under ``pairs_root``, in one list
-    (the layout ``benchmarks/query_path_pairs.py`` reads)."""
-    root = Path(pairs_root) if pairs_root else HERE / "pairs" / "cache"
-    found = sorted(root.glob("*.npz")) if root.exists() else []
-    return (load_mnist(raw=True) if mnist else []) + [(p.stem, load_npz_pair(p)) for p in found]
 
 
 def explicit_values(cls, name):
@@ -344,27 +265,43 @@ def verdict(ok):
     return "PASS" if ok else "FAIL"
 
 
+ESTIMATOR_COLUMNS = [
+    "default",
+    "chosen",
+    "default - best",
+    "check",
+    "query path",
+    "query - transform",
+    "check",
+    "default warned",
+    "fit s (default / settings)",
+]
+
+
+def estimator_row(pair_name, labels, row):
+    """The cells of one pair's row of an estimator's table."""
+    settings_s = sum(v for k, v in row["fit s"].items() if k != "default")
+    return [
+        pair_name,
+        *(f"{row['settings'][label]:.3f}" for label in labels),
+        f"**{row['default']:.3f}**",
+        str(row["chosen"]),
+        f"{row['default - best']:+.3f}",
+        verdict(row["default check"]),
+        f"{row['query path']:.3f}",
+        f"{row['query - transform']:+.3f}",
+        verdict(row["query check"]),
+        ", ".join(row["warnings"]) or "-",
+        f"{row['fit s']['default']:.1f} / {settings_s:.1f}",
+    ]
+
+
 def print_estimator_table(name, labels, results):
     print(f"\n#### {name}\n")
-    print(
-        "| pair | "
-        + " | ".join(labels)
-        + " | default | chosen | default - best | check | query path | query - transform "
-        "| check | default warned | fit s (default / settings) |"
-    )
+    print("| " + " | ".join(["pair", *labels, *ESTIMATOR_COLUMNS]) + " |")
     print("|---" * (len(labels) + 10) + "|")
     for pair_name, row in results.items():
-        cells = " | ".join(f"{row['settings'][label]:.3f}" for label in labels)
-        settings_s = sum(v for k, v in row["fit s"].items() if k != "default")
-        print(
-            f"| {pair_name} | {cells} | **{row['default']:.3f}** | {row['chosen']} | "
-            f"{row['default - best']:+.3f} | {verdict(row['default check'])} | "
-            f"{row['query path']:.3f} | {row['query - transform']:+.3f} | "
-            f"{verdict(row['query check'])} | {', '.join(row['warnings']) or '-'} | "
-            f"{row['fit s']['default']:.1f} / "
-            f"{settings_s:.1f} |",
-            flush=True,
-        )
+        print("| " + " | ".join(estimator_row(pair_name, labels, row)) + " |", flush=True)
     if any("query checks" in row for row in results.values()):
         print("\nquery path of every setting (AlignedNeighbors(setting) top-1, check):\n")
         print("| pair | " + " | ".join(labels) + " |")
@@ -406,16 +343,16 @@ def main(argv=None):
     parser.add_argument("--pairs", nargs="*", help="pair names (substrings) to run")
     parser.add_argument("--estimators", nargs="*", help="estimator names (substrings)")
     parser.add_argument("--pairs-root", default=None, help="folder of the pairs' .npz")
-    parser.add_argument("--threads", type=int, default=None, help="torch and BLAS threads")
+    _common.add_threads_argument(parser)
     parser.add_argument(
         "--epochs", type=int, default=30, help="max_epochs of LambdaOrth and Residual (30)"
     )
     parser.add_argument("--query-all", action="store_true", help="query path of every setting")
     parser.add_argument("--no-mnist", action="store_true", help="skip the MNIST pairs")
-    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--raw-json", default=None, help="write every measurement here")
+    _common.add_json_arguments(parser, "alignment_table")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _common.limit_threads(args.threads)
     torch.manual_seed(0)
     start = time.perf_counter()
     groups = load_all_pairs(args.pairs_root, mnist=not args.no_mnist)
@@ -424,7 +361,7 @@ def main(argv=None):
         for spec in specs(args.epochs)
         if not args.estimators or any(part in spec[0] for part in args.estimators)
     ]
-    out = {}
+    out, labels_of = {}, {}
     with threadpool_limits(limits=args.threads):
         for group, pairs in groups.items():
             pairs = [(n, p) for n, p in pairs if not args.pairs or any(s in n for s in args.pairs)]
@@ -436,7 +373,8 @@ def main(argv=None):
                 results = {}
                 for pair_name, pair in pairs:
                     results[pair_name] = measure(default, settings, pair, args.query_all)
-                print_estimator_table(name, [label for label, _ in settings], results)
+                labels_of[name] = [label for label, _ in settings]
+                print_estimator_table(name, labels_of[name], results)
                 out[group][name] = results
             print(f"\n### {group}, per pair")
             print_pair_tables(out[group])
@@ -460,15 +398,43 @@ def main(argv=None):
         if not ok
     ]
     passed = sum(row["default check"] and row["query check"] for *_, row in rows)
+    summary_line = (
+        f"Summary: {passed}/{len(rows)} rows pass both checks; "
+        + (f"{len(fails)} FAIL: " + "; ".join(fails) if fails else "no FAIL")
+        + f"; {elapsed:.0f} s with {torch.get_num_threads()} torch thread(s)."
+    )
     print(
         f"\nsummary: {passed}/{len(rows)} rows pass both checks (default >= best setting - "
         f"{TOLERANCE}, query path >= transform - {TOLERANCE}); "
         + (f"{len(fails)} FAIL: " + "; ".join(fails) if fails else "no FAIL")
         + f"; {elapsed:.0f} s with {torch.get_num_threads()} torch thread(s)"
     )
-    if args.json:
+    if args.raw_json:
         payload = {"elapsed s": elapsed, "threads": torch.get_num_threads(), "results": out}
-        Path(args.json).write_text(json.dumps(payload, indent=1, default=str))
+        Path(args.raw_json).write_text(json.dumps(payload, indent=1, default=str))
+    tables = [
+        _common.table(
+            name,
+            ["pair", *labels, *ESTIMATOR_COLUMNS],
+            [
+                estimator_row(pair, labels, row)
+                for by_name in out.values()
+                for pair, row in by_name.get(name, {}).items()
+            ],
+        )
+        for name, labels in labels_of.items()
+    ]
+    _common.write_results(
+        args,
+        "alignment_table",
+        "Every aligner's default against every setting on real pairs",
+        tables,
+        notes="Each map is fitted on a pair's train rows; P@1 is the paired top-1 cosine "
+        "retrieval of `transform(X_test)` among the test Y rows (`muse_en_fr`: among all "
+        "20,000 French vectors). One column per explicit setting, then the default, what it "
+        "chose and the query path (`AlignedNeighbors(default)`). Checks: default >= best "
+        f"setting - {TOLERANCE}; query path >= default `transform` - {TOLERANCE}. " + summary_line,
+    )
 
 
 if __name__ == "__main__":

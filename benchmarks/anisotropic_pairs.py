@@ -29,6 +29,7 @@ import time
 import warnings
 from pathlib import Path
 
+import _common
 import numpy as np
 
 from sklearn_compat import AlignedNeighbors, OrthogonalProcrustesAligner, RelativeAnchorEncoder
@@ -104,12 +105,16 @@ def fmt(values):
     return "/".join(f"{v:.3f}" for v in values)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", default=ROOT / "benchmarks" / "pairs" / "cache")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--device", default="auto", help="'auto', 'cpu', 'cuda' or 'cuda:N'")
-    args = parser.parse_args()
+    _common.add_threads_argument(parser)
+    _common.add_json_arguments(parser, "anisotropic_pairs")
+    args = parser.parse_args(argv)
+    _common.limit_threads(args.threads)
+    procrustes_rows, relative_rows, search_rows = [], [], []
     pairs = load_pairs(args.pairs)
     if not pairs:
         raise SystemExit(f"no pairs found ({MNIST} and {args.pairs} hold none)")
@@ -147,6 +152,55 @@ def main():
             f"crowding among the query batch {s_batch:.3f}"
         )
         print(f"  ({time.perf_counter() - start:.1f} s)")
+        procrustes_rows.append(
+            [
+                label,
+                f"{ax['mean_norm']:.2f} / {ax['mean_cosine']:.2f}, "
+                f"{ay['mean_norm']:.2f} / {ay['mean_cosine']:.2f}",
+                f"{p_old:.3f}",
+                f"{p_unit:.3f}",
+                f"**{p_new:.3f}**",
+            ]
+        )
+        relative_rows.append([label, fmt(rel_old), fmt(rel_raw), f"**{fmt(rel_new)}**"])
+        search_rows.append(
+            [label, *(f"{v:.3f}" for v in (s_plain, s_raw, s_cent)), f"**{s_csls:.3f}**"]
+            + [f"{s_queries:.3f}", f"{s_batch:.3f}"]
+        )
+    procrustes_columns = ["pair (new -> old)", "anisotropy new, old", "0.1.0 (uncentred, s = 1)"]
+    search_columns = ["pair", "0.1.0 map, raw gallery", "default map, raw gallery"]
+    _common.write_results(
+        args,
+        "anisotropic_pairs",
+        "Anisotropic pairs: Procrustes, relative vectors and the query path",
+        [
+            _common.table(
+                "OrthogonalProcrustesAligner, paired top-1",
+                procrustes_columns + ["centred, s = 1", "defaults"],
+                procrustes_rows,
+            ),
+            _common.table(
+                f"RelativeAnchorEncoder, paired top-1 (seeds {' / '.join(map(str, args.seeds))})",
+                ["pair", "0.1.0 (128, uncentred, raw)", "centred, auto anchors, raw", "defaults"],
+                relative_rows,
+            ),
+            _common.table(
+                "AlignedNeighbors, top-1 over the old test gallery",
+                search_columns
+                + [
+                    "centred gallery, cosine",
+                    "defaults",
+                    "crowding among the train queries",
+                    "crowding among the query batch",
+                ],
+                search_rows,
+            ),
+        ],
+        notes="Fixed train/test splits; paired top-1 on the test rows (the old model's test "
+        "rows are the gallery). Anisotropy is `mean_norm / mean_cosine`. Relative vectors: "
+        "encoder fitted on the old model's train rows, `rebase` on the new model's.",
+        device=args.device,
+    )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import _common
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,6 +186,7 @@ def main(argv=None):
     parser.add_argument("--csv-rows", type=int, default=100_000)
     parser.add_argument("--csv-rounds", type=int, default=2)
     parser.add_argument("--workdir", help="where to write the files (default: a temp dir)")
+    _common.add_json_arguments(parser, "cli_transform")
     args = parser.parse_args(argv)
     batches = [DEFAULT_ROWS_PER_BATCH] + [
         b for b in args.rows_per_batch if b != DEFAULT_ROWS_PER_BATCH
@@ -208,6 +210,7 @@ def main(argv=None):
             f"{'input':<16}{'MiB':>6}{'rows/batch':>11}{'work s':>8}{'peak MiB':>10}"
             f"{'beyond imports':>16}"
         )
+        table_rows = []
         for label in args.layouts:
             form, group = inputs[label]
             src = work / f"{label}.parquet"
@@ -220,6 +223,9 @@ def main(argv=None):
                 print(
                     f"{label:<16}{size:>6.0f}{rows:>11}{seconds:>8.1f}{peak:>10.0f}"
                     f"{peak - idle:>16.0f}"
+                )
+                table_rows.append(
+                    [label, f"{size:.0f}", f"{rows}", f"{seconds:.1f}", f"{peak - idle:.0f}"]
                 )
             src.unlink()
 
@@ -242,6 +248,27 @@ def main(argv=None):
         print(
             f"transform to CSV at the default batch: {seconds:.1f} s, peak {peak:.0f} MiB, "
             f"{peak - idle:.0f} beyond imports"
+        )
+        table_rows.append(
+            ["CSV output", "", f"{batches[0]}", f"{seconds:.1f}", f"{peak - idle:.0f}"]
+        )
+        columns = ["input", "file MiB", "rows/batch", "work s", "peak MiB beyond imports"]
+        _common.write_results(
+            args,
+            "cli_transform",
+            "Command line: `sklearn-compat transform` of real-world table layouts",
+            [
+                _common.table(f"{args.rows:,} x {args.dim} float32 Parquet", columns, table_rows),
+                _common.table(
+                    f"CSV writer, {args.csv_rows:,} x {args.dim} (best of {args.csv_rounds})",
+                    ["ours s", "pyarrow.csv.write_csv s", "ratio"],
+                    [[f"{ours:.2f}", f"{theirs:.2f}", f"{ours / theirs:.2f}x"]],
+                ),
+            ],
+            notes="Each `transform` runs in a fresh process; peak memory is its VmHWM beyond "
+            f"that of a process that only does the command line's imports ({idle:.0f} MiB). "
+            "Layouts: one column per dimension (row groups of "
+            f"{args.row_group:,}), one list column, one column per dimension in one row group.",
         )
     finally:
         if not args.workdir:

@@ -10,8 +10,8 @@ time of each fit, the ratio, and the largest difference between the two maps.
 """
 
 import argparse
-import time
 
+import _common
 import dask.array as da
 import numpy as np
 import torch
@@ -34,15 +34,6 @@ def make_pair(rows, dim, chunk_rows, seed):
     return X, Y
 
 
-def timed(function, repeats):
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = function()
-        best = min(best, time.perf_counter() - start)
-    return best, result
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -58,6 +49,7 @@ def main(argv=None):
         default=None,
         help="torch threads for the in-memory fit (default: torch's choice, all cores)",
     )
+    _common.add_json_arguments(parser, "dask")
     args = parser.parse_args(argv)
 
     cluster = LocalCluster(
@@ -72,11 +64,11 @@ def main(argv=None):
         wait([X, Y])
         make = ESTIMATORS[args.estimator]
         make().fit(X[: args.chunk_rows], Y[: args.chunk_rows])  # warm the workers' imports
-        t_dask, on_cluster = timed(lambda: make().fit(X, Y), args.repeats)
+        t_dask, on_cluster = _common.best_time(lambda: make().fit(X, Y), args.repeats)
         X_np, Y_np = client.compute([X, Y], sync=True)
         if args.client_threads:
             torch.set_num_threads(args.client_threads)
-        t_mem, in_memory = timed(lambda: make().fit(X_np, Y_np), args.repeats)
+        t_mem, in_memory = _common.best_time(lambda: make().fit(X_np, Y_np), args.repeats)
 
     gap = np.abs(on_cluster.W_ - in_memory.W_).max() / np.abs(in_memory.W_).max()
     print(
@@ -87,6 +79,24 @@ def main(argv=None):
     print(f"Dask LocalCluster:                  {t_dask:8.2f} s")
     print(f"ratio dask / in memory:             {t_dask / t_mem:8.2f}")
     print(f"max |W_dask - W_mem| / max |W_mem|: {gap:.1e}")
+    threads = f"--client-threads {args.client_threads}" if args.client_threads else "default"
+    row = [
+        f"in-memory fit, {threads} torch threads",
+        f"{t_mem:.1f} s",
+        f"{t_dask:.1f} s",
+        f"{t_dask / t_mem:.2f}",
+        f"{gap:.1e}",
+    ]
+    columns = ["run", "in memory", "Dask LocalCluster", "ratio dask / in memory"]
+    _common.write_results(
+        args,
+        "dask",
+        f"{type(in_memory).__name__} on Dask against in memory",
+        [_common.table("", columns + ["max rel. gap of W"], [row])],
+        notes=f"{args.rows:,} x {args.dim} float32 rows in {X.numblocks[0]} blocks, generated "
+        f"and persisted on a LocalCluster of {args.workers} worker processes x "
+        f"{args.threads_per_worker} thread(s); only the statistics come back.",
+    )
 
 
 if __name__ == "__main__":

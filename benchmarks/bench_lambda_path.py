@@ -38,10 +38,10 @@ import itertools
 import time
 from pathlib import Path
 
+import _common
 import numpy as np
 import torch
 from sklearn.model_selection import GridSearchCV, KFold
-from threadpoolctl import threadpool_limits
 
 from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV
 
@@ -118,7 +118,7 @@ def load_data(args):
     return X[:n], Y[:n], X[n:], Y[n:], desc
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", nargs=2, default=["cnn_s0", "mlp_s0"])
     parser.add_argument("--synthetic", action="store_true", help="ignore the MNIST file")
@@ -137,7 +137,7 @@ def main():
     )
     parser.add_argument("--max-epochs", type=int, default=200)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=1, help="torch and BLAS CPU threads")
+    _common.add_threads_argument(parser, default=1)
     parser.add_argument(
         "--warm-patience", default="auto", help="LambdaOrthAlignerCV's warm_n_iter_no_change"
     )
@@ -158,11 +158,14 @@ def main():
         default=["off"],
         help="LambdaOrthAlignerCV's stop_at_bound; both: one path run each",
     )
-    args = parser.parse_args()
+    # Text pairs have their own section on the results page.
+    _common.add_json_arguments(parser, "lambda_path")
+    args = parser.parse_args(argv)
+    if args.text_pair and args.json == parser.get_default("json"):
+        args.json = str(_common.RESULTS_DIR / "lambda_path_text.json")
     # Both torch's and the BLAS's (scipy's SVD of the Procrustes start): on a shared box
     # oversubscribed threads would charge each cold fit tens of milliseconds of waiting.
-    torch.set_num_threads(args.threads)
-    threadpool_limits(args.threads)
+    _common.limit_threads(args.threads)
 
     X, Y, X_test, Y_test, desc = load_data(args)
     estimator = LambdaOrthAligner(max_epochs=args.max_epochs, random_state=0, device=args.device)
@@ -224,13 +227,28 @@ def main():
         f" {'steps':>7s} {'grid/x':>7s} {'lam':>7s} {'cv score':>9s} {'grid cv score':>13s}"
         f" {'held-out top-1':>14s}"
     )
+    table = []
     for name, ((wall, cpu), results, lam, epochs, best) in runs.items():
         index = lams.index(lam)
+        held_out = best.score(X_test, Y_test)
         print(
             f"{name:{width}s} {wall:8.2f} {wall0 / wall:7.2f} {cpu:8.2f} {cpu0 / cpu:7.2f}"
             f" {int(epochs):7d} {epochs0 / epochs:7.2f} {lam:7.3g}"
             f" {results['mean_test_score'][index]:9.4f} {grid_scores[index]:13.4f}"
-            f" {best.score(X_test, Y_test):14.4f}"
+            f" {held_out:14.4f}"
+        )
+        table.append(
+            [
+                name,
+                f"{cpu:.1f}",
+                f"{cpu0 / cpu:.2f}x",
+                f"{int(epochs)}",
+                f"{epochs0 / epochs:.2f}x",
+                f"{lam:g}",
+                f"{results['mean_test_score'][index]:.4f}",
+                f"{grid_scores[index]:.4f}",
+                f"{held_out:.3f}",
+            ]
         )
     print("(steps: Adam steps summed over folds and lams, the refit included)")
     print("\nper lam: mean CV score (mean epochs per fold)")
@@ -243,6 +261,20 @@ def main():
             n_epochs = per_fold_grid[i] if name == "grid" else results["mean_n_epochs"][i]
             cells.append(f"{results['mean_test_score'][i]:.4f} ({n_epochs:5.1f})")
         print(f"{lam:7.3g} " + " ".join(f"{cell:>18s}" for cell in cells))
+    columns = ["method", "CPU s", "speed-up (CPU)", "steps", "speed-up (steps)", "lam"]
+    columns += ["CV top-1", "GridSearchCV's CV top-1 of the pick", "held-out top-1"]
+    text = " on a text pair" if args.text_pair else ""
+    _common.write_results(
+        args,
+        "lambda_path_text" if args.text_pair else "lambda_path",
+        f"LambdaOrthAlignerCV: the warm-started lam path against GridSearchCV{text}",
+        [_common.table(desc, columns, table)],
+        notes=f"{args.folds} folds (`KFold(shuffle=True, random_state=0)`), lams "
+        f"{', '.join(f'{v:g}' for v in lams)}, `LambdaOrthAligner(random_state=0)`; times "
+        "include each method's refit. Steps are Adam steps summed over folds and lams, the "
+        "refit included; the held-out top-1 is the refitted map's on the test rows.",
+        device=args.device,
+    )
 
 
 if __name__ == "__main__":

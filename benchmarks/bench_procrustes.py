@@ -17,20 +17,14 @@ Examples::
 
 import argparse
 import statistics
-import time
 
+import _common
 import numpy as np
 import scipy.linalg
 import torch
-from threadpoolctl import threadpool_limits
 
 from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat._core.backend import resolve_device
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _floor(Xt, Yt):
@@ -46,13 +40,8 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
     parser.add_argument("--repeats", type=int, default=7, help="rounds (default 7)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads for torch and BLAS (default: their own defaults); 1 gives steadier "
-        "figures on a machine shared with other jobs",
-    )
+    _common.add_threads_argument(parser)
+    _common.add_json_arguments(parser, "procrustes")
     parser.add_argument("--no-scipy", action="store_true", help="skip the scipy reference")
     parser.add_argument(
         "--no-center", action="store_true", help="skip the center=True, scale=True row"
@@ -60,9 +49,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     device = resolve_device(args.device)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-        threadpool_limits(args.threads)
+    _common.limit_threads(args.threads)
     # Data made with torch on the device (fast at n=1M, d=1024): Y = X Q + noise.
     dtype = getattr(torch, args.dtype)
     generator = torch.Generator(device).manual_seed(0)
@@ -109,16 +96,7 @@ def main(argv=None):
             scipy.linalg.orthogonal_procrustes(X, Y)
         )
 
-    for run in candidates.values():  # warm-up: allocator, BLAS threads, CUDA context
-        run()
-        _sync(device)
-    times = {name: [] for name in candidates}
-    for _ in range(args.repeats):
-        for name, run in candidates.items():
-            start = time.perf_counter()
-            run()
-            _sync(device)
-            times[name].append(time.perf_counter() - start)
+    times = _common.time_interleaved(candidates, args.repeats, device=device)
 
     # Sanity: the fit we time recovers the planted rotation.
     W = OrthogonalProcrustesAligner(device=args.device).fit(X, Y).W_
@@ -135,13 +113,29 @@ def main(argv=None):
     if scipy_best is not None:
         header += f" {'/ scipy':>8s}"
     print(header)
+    rows = []
     for name, ts in times.items():
         best = min(ts)
         line = f"{name:42s} {best:9.4f} {statistics.median(ts):9.4f} {best / floor:8.2f}"
+        row = [name, f"{best:.4f}", f"{statistics.median(ts):.4f}", f"{best / floor:.2f}"]
         if scipy_best is not None:
             line += f" {best / scipy_best:8.2f}"
+            row.append(f"{best / scipy_best:.2f}")
         print(line)
+        rows.append(row)
     print(f"max |W - Q| of our fit: {error:.2e}")
+    columns = ["candidate", "best s", "median s", "/ floor"]
+    columns += ["/ scipy"] if scipy_best is not None else []
+    _common.write_results(
+        args,
+        "procrustes",
+        "Procrustes fit against the floor and scipy",
+        [_common.table("", columns, rows)],
+        notes=f"{args.n:,} x {args.d} {args.dtype} pairs, {args.repeats} interleaved rounds; "
+        "ratios are of best times. The floor is torch's `X.T @ Y` plus a float64 SVD of the "
+        f"d x d result. Max |W - Q| of the fit: {error:.2e}.",
+        device=device,
+    )
 
 
 if __name__ == "__main__":

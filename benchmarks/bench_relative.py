@@ -19,18 +19,13 @@ Examples::
 
 import argparse
 import statistics
-import time
 
+import _common
 import numpy as np
 import torch
 
 from sklearn_compat import RelativeAnchorEncoder
 from sklearn_compat._core.backend import resolve_device, to_torch
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _floor(X, K, device):
@@ -39,11 +34,11 @@ def _floor(X, K, device):
 
 
 def _timed(fn, device):
-    _sync(device)
-    start = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - start
+    _common.synchronize(device)
+    return _common.best_time(fn, 1, device=device)[0]
+
+
+TITLE = "RelativeAnchorEncoder transform against the matmul floor"
 
 
 def main(argv=None):
@@ -53,13 +48,13 @@ def main(argv=None):
     parser.add_argument("--m", type=int, default=256, help="anchors")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
     parser.add_argument("--repeats", type=int, default=5, help="rounds (default 5)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    _common.add_threads_argument(parser)
     parser.add_argument("--param-n", type=int, default=20_000, help="rows for PARAM training")
     parser.add_argument("--param-epochs", type=int, default=10, help="PARAM epochs")
     parser.add_argument("--skip-param", action="store_true", help="skip PARAM training")
+    _common.add_json_arguments(parser, "relative")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _common.limit_threads(args.threads)
     device = resolve_device(args.device)
     rng = np.random.default_rng(0)
     # Low-rank structure plus noise, like real embeddings (a full-rank cloud is too easy
@@ -89,22 +84,31 @@ def main(argv=None):
     candidates = {"floor: X @ K": lambda: _floor(X, K, device)}
     for name, enc in encoders.items():
         candidates[name] = lambda enc=enc: enc.transform(X)
-    for fn in candidates.values():
-        fn()  # warm-up (allocator, kernels)
-    times = {name: [] for name in candidates}
-    for _ in range(args.repeats):
-        for name, fn in candidates.items():
-            times[name].append(_timed(fn, device))
+    times = _common.time_interleaved(candidates, args.repeats, device=device)
     floor = min(times["floor: X @ K"])
     print(f"{'candidate':<16} {'best s':>8} {'median s':>9} {'rows/s':>12} {'x floor':>8}")
+    rows = []
     for name, ts in times.items():
         best = min(ts)
         print(
             f"{name:<16} {best:8.3f} {statistics.median(ts):9.3f} "
             f"{args.n / best:12.3g} {best / floor:8.2f}"
         )
+        rows.append([name, f"{best:.3f}", f"{statistics.median(ts):.3f}", f"{best / floor:.2f}x"])
+    tables = [
+        _common.table(
+            f"transform, {args.n:,} x {args.d}, {args.m} anchors",
+            ["similarity", "best s", "median s", "x floor"],
+            rows,
+        )
+    ]
+    notes = (
+        "numpy in, numpy out, the encoder's defaults otherwise; the floor is one torch GEMM "
+        f"`X @ K` with the same copies; {args.repeats} interleaved rounds."
+    )
 
     if args.skip_param:
+        _common.write_results(args, "relative", TITLE, tables, notes=notes, device=device)
         return
     n = min(args.param_n, args.n)
     X2 = np.tanh(X[:n] @ rng.normal(size=(args.d, args.d)).astype(np.float32) / args.d**0.5)
@@ -128,6 +132,21 @@ def main(argv=None):
         f"({t_param / max(args.param_epochs, 1):.2f} s/epoch, "
         f"loss {param.history_[0]:.4f} -> {param.history_[-1]:.4f})"
     )
+    tables.append(
+        _common.table(
+            f"PARAM training, {n:,} rows x 2 spaces, k = {param.support_indices_.size}",
+            ["fit", "seconds", "seconds per epoch"],
+            [
+                ["anchors='random' (statistics only)", f"{t_random:.2f}", ""],
+                [
+                    f"anchors='param', {args.param_epochs} epochs",
+                    f"{t_param:.2f}",
+                    f"{t_param / max(args.param_epochs, 1):.2f}",
+                ],
+            ],
+        )
+    )
+    _common.write_results(args, "relative", TITLE, tables, notes=notes, device=device)
 
 
 if __name__ == "__main__":

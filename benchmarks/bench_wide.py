@@ -19,20 +19,13 @@ Examples::
 """
 
 import argparse
-import time
 import warnings
 
+import _common
 import numpy as np
 import scipy.linalg
-from threadpoolctl import threadpool_limits
 
 from sklearn_compat import OrthogonalProcrustesAligner, WhitenedProcrustesAligner
-
-
-def _time(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def dense_floor(Xc, Yc):
@@ -47,18 +40,19 @@ def thin_floor(Xc, Yc):
     (Qx @ U) @ (Qy @ Vt.T).T
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--d", type=int, default=4096)
     parser.add_argument("--no-dense-floor", action="store_true", help="skip the d x d SVD")
     parser.add_argument("--no-whitened", action="store_true")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds (best kept)")
-    parser.add_argument("--threads", type=int, help="BLAS threads (steadier on a shared box)")
+    _common.add_threads_argument(parser)
+    _common.add_json_arguments(parser, "wide")
     parser.add_argument(
         "--offset", type=float, default=0.0, help="size of a common offset on each side"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(args.n, args.d)) * np.geomspace(1.0, 0.05, args.d)
     # A planted map would cost a d x d QR here; shifted noisy columns serve as well.
@@ -90,12 +84,10 @@ def main():
             center=True, normalize=True, device="cpu"
         ).fit(X, Y)
     # Interleaved rounds, best of each: load from other jobs hits every candidate alike.
-    times = {name: [] for name in candidates}
-    with warnings.catch_warnings(), threadpool_limits(args.threads):
+    _common.limit_threads(args.threads)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for _ in range(args.repeats):
-            for name, fit in candidates.items():
-                times[name].append(_time(fit))
+        times = _common.time_interleaved(candidates, args.repeats, warmup=False)
     rows = {name: min(values) for name, values in times.items()}
     floors = [rows[k] for k in rows if "floor" in k]
     floor = min(floors)
@@ -103,6 +95,7 @@ def main():
     explicit = rows["  center=True, scale='spread'"]
     threads = args.threads or "all"
     print(f"n={args.n} d={args.d} float64, best of {args.repeats} rounds, {threads} threads")
+    table = []
     for name, seconds in rows.items():
         ratio = f"{seconds / floor:5.2f}x floor"
         if name == "WhitenedProcrustesAligner":
@@ -110,6 +103,17 @@ def main():
         elif "normalize" in name:
             ratio += f", {seconds / explicit:5.2f}x Procrustes with explicit settings"
         print(f"  {name:<28} {seconds:8.2f} s  {ratio}")
+        table.append([name.strip(), f"{seconds:.2f}", " ".join(ratio.split())])
+    _common.write_results(
+        args,
+        "wide",
+        "Wide inputs: fits with fewer pairs than dimensions",
+        [_common.table(f"{args.n:,} x {args.d:,}", ["candidate", "best s", "ratio"], table)],
+        notes=f"float64, offset {args.offset:g}, best of {args.repeats} interleaved rounds; the "
+        "thin floor is the least work of a row-space solver returning `W_`, the dense floor "
+        "the d x d cross product and its SVD; indented rows give the default's choice "
+        "explicitly.",
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import argparse
 import time
 from pathlib import Path
 
+import _common
 import numpy as np
 
 from sklearn_compat import OrthogonalProcrustesAligner
@@ -129,12 +130,18 @@ def run(data_path, n_test, device):
     return rows, len(train), len(test)
 
 
-def format_table(rows, markdown):
+def table_cells(rows):
+    """The header and the cells of the table."""
     header = ["pair", "query/gallery", *COLUMNS]
     cells = [
         [pair, what, *(f"{row[c]:.3f}" if c in row else "" for c in COLUMNS)]
         for pair, what, row in rows
     ]
+    return header, cells
+
+
+def format_table(rows, markdown):
+    header, cells = table_cells(rows)
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in cells]
@@ -150,7 +157,10 @@ def main(argv=None):
     parser.add_argument("--n-test", type=int, default=None, help="use the first N test rows")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--markdown", action="store_true")
+    _common.add_threads_argument(parser)
+    _common.add_json_arguments(parser, "mnist_alignment_table")
     args = parser.parse_args(argv)
+    _common.limit_threads(args.threads)
     if not args.data.exists():
         parser.error(f"{args.data} not found (pass --data).")
     start = time.perf_counter()
@@ -159,6 +169,17 @@ def main(argv=None):
     print(
         f"\nfit on {n_train} train rows, evaluated on {n_test} test rows; "
         f"{time.perf_counter() - start:.1f} s"
+    )
+    _common.write_results(
+        args,
+        "mnist_alignment_table",
+        "Cross-model retrieval on MNIST features before and after Procrustes",
+        [_common.table("", *table_cells(rows))],
+        notes=f"Rows L2-normalised, maps fitted on the {n_train:,} train rows, every figure on "
+        f'the {n_test:,} test rows. "new -> old": the new model\'s queries mapped by `B` '
+        "against the old model's gallery. CMC top-1 and mAP use the digit labels; backfill "
+        "AUC averages CMC top-1 over the backfilled share.",
+        device=args.device,
     )
 
 

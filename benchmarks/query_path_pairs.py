@@ -4,23 +4,25 @@ For each real pair (the MNIST features of ``shared/data`` and every text pair ca
 ``benchmarks/pairs/build_pairs.py``) and each closed-form aligner, fit the aligner on the
 train rows, fit ``AlignedNeighbors(aligner)`` with its defaults on the test gallery (the
 word pair: its whole 20,000-word French gallery) and print the top-1 of the test queries.
-``--json PATH`` also writes the figures (and each query's top-1 row) so two versions of the
-code can be compared query by query (``--compare PATH``).  ``--force-cells`` sends every
+``--raw-json PATH`` also writes the figures (and each query's top-1 row) so two versions of
+the code can be compared query by query (``--compare PATH``); ``--json`` writes the results
+file (``benchmarks/results/query_path_pairs.json``).  ``--force-cells`` sends every
 gallery through the cell pass of the crowding estimate (which galleries below 32,768 rows
 skip), with about a quarter of the gallery as each row's candidates (a power of two, at
 most 4,096), so that pass can be compared on real pairs too.
 
 Usage::
 
-    python benchmarks/query_path_pairs.py --json before.json
+    python benchmarks/query_path_pairs.py --raw-json before.json
     python benchmarks/query_path_pairs.py --compare before.json
-    python benchmarks/query_path_pairs.py --force-cells --json cells.json
+    python benchmarks/query_path_pairs.py --force-cells --raw-json cells.json
 """
 
 import argparse
 import json
 from pathlib import Path
 
+import _common
 import numpy as np
 from alignment_table import load_pairs
 
@@ -55,15 +57,19 @@ def top1(pair, aligner, force_cells=False, **params):
     return float(np.mean(hits)), best
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs-root", default=str(Path(__file__).parent / "pairs" / "cache"))
-    parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--raw-json", help="write the figures and each query's top-1 here")
     parser.add_argument("--compare", help="figures of another version to compare with")
     parser.add_argument(
         "--force-cells", action="store_true", help="every gallery through the cell pass"
     )
-    args = parser.parse_args()
+    _common.add_threads_argument(parser)
+    _common.add_json_arguments(parser, "query_path_pairs")
+    args = parser.parse_args(argv)
+    _common.limit_threads(args.threads)
+    rows = []
     before = json.load(open(args.compare)) if args.compare else {}
     out = {}
     print("| pair | aligner | gallery | top-1 | before | change | queries moved |")
@@ -82,9 +88,19 @@ def main():
                 moved = str(int(np.sum(np.asarray(old["best"]) != best)))
             was = f"{old['top1']:.4f}" if old else ""
             print(f"| {name} | {label} | {n_gallery} | {score:.4f} | {was} | {change} | {moved} |")
-    if args.json:
-        with open(args.json, "w") as f:
+            rows.append([name, label, f"{n_gallery:,}", f"{score:.4f}"])
+    if args.raw_json:
+        with open(args.raw_json, "w") as f:
             json.dump(out, f)
+    cells = " (every gallery through the cell pass)" if args.force_cells else ""
+    _common.write_results(
+        args,
+        "query_path_pairs",
+        "The default query path on every real pair" + cells,
+        [_common.table("", ["pair", "aligner", "gallery", "top-1"], rows)],
+        notes="`AlignedNeighbors(aligner)` with its defaults, fitted on the test gallery (the "
+        "word pair: its whole 20,000-word French gallery); top-1 of the test queries.",
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ well the two spaces' relative vectors of the same test items match (paired top-1
 cosine).
 
     python benchmarks/relative_stitching.py --threads 1    # every pair: 17 min at load 10
+    # --raw-json PATH: every measurement; --json / --no-json: the results file
     python benchmarks/relative_stitching.py --pairs wordllama --n-anchors 384 --seeds 0
 """
 
@@ -30,8 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+import _common
 import numpy as np
-import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -112,27 +113,50 @@ def check(row, kind):
     return row[f"default {kind}"] - best
 
 
+def head_rows(results, kind):
+    """Columns and rows of one head's table: each normalisation, the default, the check."""
+    cols = [option_label(o) for o in OPTIONS]
+    columns = ["pair", *cols, "default", "chosen", "default - best", "check"]
+    rows = []
+    for name, row in results.items():
+        gap = check(row, kind)
+        rows.append(
+            [
+                name,
+                *(f"{row[f'{c} {kind}']:.3f}" for c in cols),
+                f"**{row[f'default {kind}']:.3f}**",
+                ", ".join(row["chosen"]),
+                f"{gap:+.3f}",
+                "PASS" if gap >= -TOLERANCE else "FAIL",
+            ]
+        )
+    return columns, rows
+
+
+def match_rows(results):
+    """Columns and rows of the paired top-1 of relative vectors (not a check)."""
+    cols = [option_label(o) for o in OPTIONS]
+    rows = [
+        [name, *(f"{row[f'{c} match']:.3f}" for c in [*cols, "default"])]
+        for name, row in results.items()
+    ]
+    return ["pair", *cols, "default"], rows
+
+
+def _print_rows(columns, rows):
+    print("| " + " | ".join(columns) + " |")
+    print("|---" * len(columns) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
 def print_table(title, results, heads):
     print(f"\n### {title}\n")
-    cols = [option_label(o) for o in OPTIONS]
     for kind in heads:
         print(f"\nhead: {kind}\n")
-        print("| pair | " + " | ".join(cols) + " | default | chosen | default - best | check |")
-        print("|---" * (len(cols) + 5) + "|")
-        for name, row in results.items():
-            gap = check(row, kind)
-            cells = " | ".join(f"{row[f'{c} {kind}']:.3f}" for c in cols)
-            verdict = "PASS" if gap >= -TOLERANCE else "FAIL"
-            print(
-                f"| {name} | {cells} | **{row[f'default {kind}']:.3f}** | "
-                f"{', '.join(row['chosen'])} | {gap:+.3f} | {verdict} |"
-            )
+        _print_rows(*head_rows(results, kind))
     print("\nnot a check: paired top-1 of X's relative test vectors among Y's\n")
-    print("| pair | " + " | ".join(cols) + " | default |")
-    print("|---" * (len(cols) + 2) + "|")
-    for name, row in results.items():
-        cells = " | ".join(f"{row[f'{c} match']:.3f}" for c in [*cols, "default"])
-        print(f"| {name} | {cells} |")
+    _print_rows(*match_rows(results))
 
 
 def main(argv=None):
@@ -142,11 +166,11 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--heads", nargs="*", default=["lr", "scaled"])
     parser.add_argument("--n-anchors", type=int, default=None)
-    parser.add_argument("--threads", type=int, default=None, help="torch and BLAS threads")
-    parser.add_argument("--json", default=None, help="write the results here")
+    _common.add_threads_argument(parser)
+    parser.add_argument("--raw-json", default=None, help="write every measurement here")
+    _common.add_json_arguments(parser, "relative_stitching")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _common.limit_threads(args.threads)
     start = time.perf_counter()
     out = {}
     with threadpool_limits(limits=args.threads):
@@ -167,8 +191,28 @@ def main(argv=None):
             + (f"FAIL: {', '.join(fails)}" if fails else "no FAIL")
         )
     print(f"seeds {args.seeds}, {time.perf_counter() - start:.0f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
+    if args.raw_json:
+        Path(args.raw_json).write_text(json.dumps(out, indent=1))
+    everything = {name: row for results in out.values() for name, row in results.items()}
+    tables = [_common.table(f"Head {kind}", *head_rows(everything, kind)) for kind in args.heads]
+    tables.append(
+        _common.table(
+            "Paired top-1 of X's relative test vectors among Y's (not a check)",
+            *match_rows(everything),
+        )
+    )
+    _common.write_results(
+        args,
+        "relative_stitching",
+        "Zero-shot stitching: RelativeAnchorEncoder's `normalize`",
+        tables,
+        notes="Random anchors, centred cosine, fitted on Y's train rows; `rebase(X_train)` "
+        "builds the same anchors in X's space, and a head trained on Y's relative train "
+        "vectors classifies X's relative test vectors. Accuracy on the test labels, mean of "
+        f"anchor seeds {', '.join(map(str, args.seeds))}. Check: default >= best "
+        f"normalisation - {TOLERANCE}. Head `lr` is `LogisticRegression(max_iter=1000)`; "
+        "head `scaled` adds a `StandardScaler`.",
+    )
 
 
 if __name__ == "__main__":

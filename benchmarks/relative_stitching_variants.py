@@ -29,8 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+import _common
 import numpy as np
-import torch
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
@@ -84,12 +84,13 @@ def main(argv=None):
     parser.add_argument("--pairs", nargs="*", help="pair names (substrings) to run")
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--cv-threshold", type=float, default=0.12)
-    parser.add_argument("--threads", type=int, default=None, help="torch and BLAS threads")
+    _common.add_threads_argument(parser)
+    _common.add_json_arguments(parser, "relative_stitching_variants")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _common.limit_threads(args.threads)
     start = time.perf_counter()
     cols = [*VARIANTS, "cv rule"]
+    table = []
     with threadpool_limits(limits=args.threads):
         for group, pairs in labelled_pair_groups(args.pairs):
             print(f"\n### {group}\n")
@@ -110,9 +111,19 @@ def main(argv=None):
                 cv = "/".join(f"{s['Y cv']:.3f}" for _, s in runs)
                 ratio = np.mean([s["X rms"] / s["Y rms"] for _, s in runs])
                 print(f"| {name} | {cells} | {cv} | {ratio:.2f} |", flush=True)
+                table.append([name, *cells.split(" | "), cv, f"{ratio:.2f}"])
     print(
         f"\nFAIL: below the better of None and 'l2' by more than {TOLERANCE}; seeds "
         f"{args.seeds}; {time.perf_counter() - start:.0f} s"
+    )
+    _common.write_results(
+        args,
+        "relative_stitching_variants",
+        "Zero-shot stitching: rules tried for a data-driven `normalize`",
+        [_common.table("", ["pair", *cols, "Y cv", "X rms / Y rms"], table)],
+        notes="Accuracy of the `LogisticRegression` head, mean of anchor seeds "
+        f"{', '.join(map(str, args.seeds))}. FAIL: more than {TOLERANCE} below the better of "
+        f'None and `"l2"`. The cv rule\'s threshold: {args.cv_threshold:g}.',
     )
 
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, for a lent CUDA machine: the `cuda` tests, then every benchmark
-# that takes `--device cuda`, at the sizes benchmarks/RESULTS.md names, most important first.
+# that takes `--device cuda`, at the sizes below, most important first.  Each benchmark writes
+# its figures to $RESULTS/gpu_<name>.json (default benchmarks/results), which
+# `python benchmarks/render_results.py` adds to RESULTS.md.
 # Each step gets its own time limit and the whole run a deadline, so one slow step costs only
 # itself.  Logs go to $LOGDIR (default ./cuda-logs).
 #
@@ -14,6 +16,7 @@
 set -u
 DEADLINE=$((SECONDS + ${1:-540}))
 LOGDIR=${LOGDIR:-cuda-logs}
+RESULTS=${RESULTS:-benchmarks/results}
 PY=${PYTHON:-python3}
 mkdir -p "$LOGDIR"
 export PYTHONUNBUFFERED=1
@@ -44,13 +47,15 @@ step cuda-tests 60 $PY -m pytest -m cuda -q -p no:cacheprovider tests/test_cuda.
     tests/test_judged.py tests/test_metrics.py tests/test_query_scale.py tests/test_relative.py
 # The whole suite with a GPU present: every device="auto" default then runs on CUDA.
 step suite 200 $PY -m pytest -q -p no:cacheprovider -p no:benchmark -n 14 --tb=short -rfE tests
-step procrustes 90 $PY benchmarks/bench_procrustes.py --device cuda --n 1000000 --d 1024 --no-scipy
+step procrustes 90 $PY benchmarks/bench_procrustes.py --device cuda --n 1000000 --d 1024 --no-scipy \
+    --json "$RESULTS/gpu_procrustes.json"
 step lambda 150 $PY benchmarks/bench_lambda.py --n 1000000 --d 1024 --epochs 1 --device cuda \
-    --skorch-epochs 1 --repeats 1
+    --skorch-epochs 1 --repeats 1 --json "$RESULTS/gpu_lambda.json"
 step relative 120 $PY benchmarks/bench_relative.py --device cuda --n 1000000 --d 1024 --m 512 \
-    --repeats 2
-step affine 40 $PY benchmarks/bench_affine.py --device cuda
-step metrics 30 $PY benchmarks/metrics_speed.py --n 100000 --no-reference --skip-map --device cuda
+    --repeats 2 --json "$RESULTS/gpu_relative.json"
+step affine 40 $PY benchmarks/bench_affine.py --device cuda --json "$RESULTS/gpu_affine.json"
+step metrics 30 $PY benchmarks/metrics_speed.py --n 100000 --no-reference --skip-map --device cuda \
+    --json "$RESULTS/gpu_metrics_speed.json"
 step lambda-path 100 $PY benchmarks/bench_lambda_path.py --synthetic --n 200000 --d 512 \
-    --device cuda
+    --device cuda --json "$RESULTS/gpu_lambda_path.json"
 exit 0

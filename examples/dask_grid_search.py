@@ -1,4 +1,7 @@
-"""GridSearchCV over ``lam`` (and ridge ``alpha``), run on a Dask cluster.
+"""Grid search over lam on a Dask cluster
+======================================
+
+GridSearchCV over ``lam`` (and ridge ``alpha``), run on a Dask cluster.
 
 scikit-learn parallelises a grid search with joblib; joblib's "dask" backend sends each
 (candidate, fold) fit to the workers of a ``dask.distributed`` cluster.  Nothing in the
@@ -50,7 +53,7 @@ def search_on_dask(estimator, grid, X, Y, *, cv=5):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--scheduler", help="address of a running Dask scheduler")
     parser.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     args = parser.parse_args(argv)
@@ -80,6 +83,11 @@ def main(argv=None):
     if not args.scheduler:
         cluster.close()
 
+
+# %%
+# Run
+# ---
+# Starts a local cluster (or connects to ``--scheduler``) and runs the search on it.
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,7 @@
-"""Choose lam with GridSearchCV, inside a Pipeline, with class labels routed to the fit.
+"""Choosing lam with GridSearchCV in a Pipeline
+============================================
+
+Choose lam with GridSearchCV, inside a Pipeline, with class labels routed to the fit.
 
 The aligner's default ``score`` (paired top-1 retrieval: does each adapted new embedding
 find its own old embedding?) drives a plain search; a multi-metric search then reports
@@ -29,11 +32,14 @@ from sklearn_compat.metrics import make_multi_retrieval_scorer
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--data", help="feature file (default: the shared one, else digits)")
     parser.add_argument("--max-epochs", type=int, default=60)
+    parser.add_argument(
+        "--digits", action="store_true", help="the digits features even where the shared file is"
+    )
     args = parser.parse_args(argv)
-    old, new, labels, tr, te, description = load_features(args.data)
+    old, new, labels, tr, te, description = load_features(args.data, digits=args.digits)
     print(description)
     sklearn.set_config(enable_metadata_routing=True)
 
@@ -80,6 +86,10 @@ def main(argv=None):
     sklearn.set_config(enable_metadata_routing=False)
     return search, multi
 
+
+# %%
+# Run
+# ---
 
 if __name__ == "__main__":
     np.set_printoptions(precision=3)

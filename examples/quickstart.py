@@ -1,4 +1,7 @@
-"""Quickstart: make a new model's embeddings searchable against an old model's gallery.
+"""Quickstart: a new model's queries on an old model's gallery
+===========================================================
+
+Quickstart: make a new model's embeddings searchable against an old model's gallery.
 
 Two small networks ("old" and "new") are trained on scikit-learn's bundled digits with
 different seeds, so their embedding spaces differ.  A retrieval system indexed with the old
@@ -114,6 +117,12 @@ def main():
     )
     return results
 
+
+# %%
+# Run
+# ---
+# Fits each map on the training digits and prints cross-model retrieval on the held-out
+# digits, then the setting the default ``OrthogonalProcrustesAligner()`` chose.
 
 if __name__ == "__main__":
     main()

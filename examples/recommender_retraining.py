@@ -1,4 +1,7 @@
-"""Recommender retraining: serve today's item vectors to yesterday's user vectors.
+"""Recommender retraining: today's items for yesterday's users
+===========================================================
+
+Recommender retraining: serve today's item vectors to yesterday's user vectors.
 
 A matrix-factorisation recommender is retrained (new seed, more data): its item vectors
 land in a new space, and yesterday's user vectors (cached, served, in downstream models)
@@ -70,7 +73,7 @@ def factorise(R, factors, seed, reg=0.1, iterations=15):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--data", help="MovieLens-100k cache (ml-100k.npz) instead of synthetic")
     parser.add_argument("--factors", type=int, default=32)
     args = parser.parse_args()
@@ -116,6 +119,11 @@ def main():
     ]:
         print(f"{label:32s}{value:9.4f}{value / baseline:10.3f}")
 
+
+# %%
+# Run
+# ---
+# Prints nDCG@10 of yesterday's and today's users against raw and mapped item vectors.
 
 if __name__ == "__main__":
     main()

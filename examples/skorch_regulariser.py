@@ -1,4 +1,7 @@
-"""Add lambda-orthogonality to your own skorch net.
+"""Lambda-orthogonality in your own skorch net
+===========================================
+
+Add lambda-orthogonality to your own skorch net.
 
 ``LambdaOrthAligner`` trains one affine adapter.  When your model is something else -- an
 adapter followed by a small head, several layers, your own loss -- build it as a skorch
@@ -60,11 +63,14 @@ def unit_rms(M):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--data", help="feature file (default: the shared one, else digits)")
     parser.add_argument("--max-epochs", type=int, default=30)
+    parser.add_argument(
+        "--digits", action="store_true", help="the digits features even where the shared file is"
+    )
     args = parser.parse_args(argv)
-    old, new, labels, tr, te, description = load_features(args.data)
+    old, new, labels, tr, te, description = load_features(args.data, digits=args.digits)
     print(description)
     X, Y = unit_rms(new), unit_rms(old)
     print(f"old/old CMC top-1 {cmc_topk_accuracy(Y[te], Y[te], labels[te]):.3f}")
@@ -98,6 +104,10 @@ def main(argv=None):
             f"B/B {cmc_topk_accuracy(Z, Z, labels[te]):.3f}"
         )
 
+
+# %%
+# Run
+# ---
 
 if __name__ == "__main__":
     main()

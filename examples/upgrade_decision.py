@@ -1,4 +1,7 @@
-"""Upgrade decision: bridge the new model's queries to the old index, or re-index?
+"""Upgrade decision: bridge or re-index?
+=====================================
+
+Upgrade decision: bridge the new model's queries to the old index, or re-index?
 
 Two small networks ("old" and "new", as in the quickstart) embed scikit-learn's bundled
 digits.  An OrthogonalProcrustesAligner fitted on the training items maps new embeddings
@@ -54,7 +57,7 @@ def deploy_with_faiss(aligner, new_queries, old_gallery, out_dir, k=10):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--output-dir", type=Path, help="where the report goes (default: tmp)")
     args = parser.parse_args(argv)
     out_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="upgrade_decision_"))
@@ -74,6 +77,12 @@ def main(argv=None):
     # The deployment: new-model queries against the old index, through FAISS.
     deploy_with_faiss(aligner, new_test, old_test, out_dir)
 
+
+# %%
+# Run
+# ---
+# Prints the compatibility report and its decision, writes the report with its figure,
+# and searches the old FAISS index with new-model queries through the exported map.
 
 if __name__ == "__main__":
     main()

@@ -9,7 +9,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice, moment_choice
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 from ._core.moments import PairMoments
@@ -102,12 +102,10 @@ class AffineAligner(ClosedFormAligner):
         Fit the bias ``b`` (the data are centred), or not (``b = 0``).  ``"auto"`` decides
         at ``fit`` by paired top-1 cosine retrieval on held-out training rows (five folds
         of up to 1,000 rows, each map solved from the statistics of the other rows, so no
-        refit), then fits on all rows with the winner; ``center_`` holds it.  Neither is
-        right everywhere: the bias costs raw-gallery retrieval on WordLlama -> MiniLM
-        (0.817 with it, 0.852 without) and GloVe -> French words (0.079 / 0.081), and is
-        worth 0.019 on MNIST cnn -> cnn (0.898 / 0.879); see benchmarks/RESULTS.md.
-        Fewer than 100 rows: ``True``, with an
-        :class:`~sklearn_compat._core.auto_settings.AutoSettingWarning`.  With
+        refit), then fits on all rows with the winner; ``fit_intercept_`` holds it.
+        Neither is right everywhere: the bias can cost raw-gallery retrieval on one pair of
+        models and gain on another (:ref:`centring`).  Fewer than 100 rows: ``True``, with
+        an :class:`~sklearn_compat.exceptions.AutoSettingWarning`.  With
         ``partial_fit``, ``"auto"`` is decided on the first batch.
     alpha : float, default=0.0
         Ridge penalty on ``W`` (not on the intercept, as in
@@ -134,8 +132,14 @@ class AffineAligner(ClosedFormAligner):
         The linear part, float64.
     bias_ : ndarray of shape (n_targets_,)
         The intercept (zeros unless an intercept was fitted), float64.
-    center_ : bool
+    fit_intercept_ : bool
         Whether the intercept was fitted: the parameter, or what ``"auto"`` chose.
+
+        .. versionchanged:: 0.1.0
+           Formerly recorded as ``center_``, which stays readable (an alias) and is
+           read from models saved under that name.
+    center_ : bool
+        Alias of ``fit_intercept_``, the name other aligners give their centring.
     auto_scores_ : dict or None
         Held-out paired top-1 of each candidate that ``"auto"`` scored (None otherwise).
     n_samples_seen_ : int
@@ -162,9 +166,9 @@ class AffineAligner(ClosedFormAligner):
 
     The normal equations square the condition number of X.  They are therefore always
     accumulated and solved in float64, also for float32 input (float32 is only the
-    transform's dtype): measured against :func:`numpy.linalg.lstsq`, a float32 Gram is off
-    by about 1 % of W at a condition number of 1e3 and by 50 % at 1e4, the float64 route by
-    about 1e-10 and 1e-8 (the error grows like ``eps * cond(X)**2``).  Directions whose
+    transform's dtype): the error of the normal equations grows like ``eps * cond(X)**2``,
+    which float32's ``eps`` makes large from a condition number of about 1e3 on, and
+    float64's keeps near :func:`numpy.linalg.lstsq`'s well beyond.  Directions whose
     eigenvalue of the Gram matrix lies below ``eps * max(n_features_in_,
     sqrt(n_samples_seen_))`` times the largest are at the rounding level of the Gram and
     treated as exactly singular (they get no weight, which is what makes rank-deficient X
@@ -209,15 +213,15 @@ class AffineAligner(ClosedFormAligner):
 
     def _update(self, X, Y, sample_weight, *, reset):
         if reset:
-            # fit_intercept="auto" (and the first partial_fit batch) decides center_:
+            # fit_intercept="auto" (and the first partial_fit batch) decides fit_intercept_:
             # from (d_x, d_x) moments, or on wide data (no such statistic is formed) by
             # refits in the row space.
             wide = self._solves_wide() and is_wide(X, Y, sample_weight)
-            auto_settings.resolve_by_refit(
+            auto_choice.resolve_by_refit(
                 self,
                 X,
                 Y,
-                {"fit_intercept": "center_"},
+                {"fit_intercept": "fit_intercept_"},
                 [{"fit_intercept": True}, {"fit_intercept": False}],
                 {"fit_intercept": True},
                 sample_weight=sample_weight,
@@ -226,7 +230,7 @@ class AffineAligner(ClosedFormAligner):
         return super()._update(X, Y, sample_weight, reset=reset)
 
     def _choose_from_moments(self, options, X, Y, sample_weight):
-        return auto_settings.choose_from_moments(
+        return moment_choice.choose_from_moments(
             self,
             X,
             Y,
@@ -237,9 +241,9 @@ class AffineAligner(ClosedFormAligner):
         )
 
     def _candidate_map(self, stats, option):
-        """The map of one candidate setting from centred statistics (see auto_settings)."""
+        """The map of one candidate setting from centred statistics (see moment_choice)."""
         centered = option["fit_intercept"]
-        stats = stats if centered else auto_settings.uncentred_stats(stats)
+        stats = stats if centered else moment_choice.uncentred_stats(stats)
         moments = PairMoments(
             weight=stats["weight"],
             mean_x=stats["mean_x"],
@@ -254,7 +258,24 @@ class AffineAligner(ClosedFormAligner):
         return candidate._affine_map()
 
     def _fit_intercept(self):
-        return bool(auto_settings.resolve(self.fit_intercept, "center_", self, True))
+        return bool(auto_choice.resolve(self.fit_intercept, "fit_intercept_", self, True))
+
+    @property
+    def center_(self):
+        """Alias of ``fit_intercept_`` (whether the map was fitted to centred rows)."""
+        try:
+            return self.__dict__["fit_intercept_"]
+        except KeyError:
+            raise AttributeError(
+                f"{type(self).__name__} has no attribute 'center_' (it is not fitted)"
+            ) from None
+
+    def __setstate__(self, state):
+        # Models saved before fit_intercept_ existed recorded the choice as center_.
+        if "center_" in state:
+            state = dict(state)
+            state.setdefault("fit_intercept_", state.pop("center_"))
+        super().__setstate__(state)
 
     def _moment_options(self):
         # The normal equations square the condition number of X: float64 statistics.

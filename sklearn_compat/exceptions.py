@@ -13,6 +13,7 @@ __all__ = [
     "NotAvailable",
     "OutputLocked",
     "UnderdeterminedFitWarning",
+    "UnreliableAlignmentWarning",
 ]
 
 
@@ -79,4 +80,21 @@ class OutputLocked(InputError):
     Raised before anything is written or deleted; the message names the owner (process id,
     host, start time) and the lock file.  An :class:`InputError`, so the command line
     reports it as one line.
+    """
+
+
+class UnreliableAlignmentWarning(UserWarning):
+    """An alignment fitted without (enough) pairs is probably wrong.
+
+    :class:`~sklearn_compat.UnpairedProcrustesAligner` estimates the quality of its map
+    without any true pairs (``confidence_``); this warning says the estimate is below the
+    estimator's ``min_confidence``, names the figure, and what to do (seed pairs, more
+    rows, a supervised aligner).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from sklearn_compat.exceptions import UnreliableAlignmentWarning
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", UnreliableAlignmentWarning)
     """

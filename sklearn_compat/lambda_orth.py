@@ -17,11 +17,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice
 from ._core.backend import apply_affine
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
-from ._core.validation import pick_target, refuse_bool_numbers
+from ._core.validation import pick_target
 from ._lambda.adapter import AffineAdapter
 from ._lambda.fitting import (
     StartMap,
@@ -30,6 +30,7 @@ from ._lambda.fitting import (
     store_fit,
     train_map,
 )
+from ._lambda.intercept_choice import choose_intercept
 from ._lambda.losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap
 from ._lambda.skorch_parts import (
     AlignmentLoss,
@@ -85,9 +86,9 @@ class LambdaOrthAligner(BaseAligner):
         ``exp(-alpha (lam - N)) alpha N``, and in the unit-RMS coordinates the squared
         error changes little per unit of ``N`` (about 1e-3 between the orthogonal and
         affine fits of real features), so with ``alpha = 1`` the leftover pull holds ``N``
-        far below ``lam`` (1.7 at ``lam = 8`` on the MNIST features).  ``alpha = 10``
-        makes the switch close to a hinge: ``N`` rises to about ``lam - 1`` there, or to
-        the affine fit's own gap when that is smaller.
+        far below ``lam``.  ``alpha = 10`` makes the switch close to a hinge: ``N`` rises
+        to a little below ``lam``, or to the affine fit's own gap when that is smaller
+        (:ref:`lam_tradeoff`).
     strict : bool, default=False
         Keep ``W`` exactly orthogonal (up to the unit conversion ``y_scale_ / x_scale_``)
         through a parametrisation, the paper's strict variant; ``lam`` is then unused and
@@ -117,23 +118,20 @@ class LambdaOrthAligner(BaseAligner):
         "orthogonal" (random) starts far from any good map.
     fit_intercept : "auto" or bool, default="auto"
         Learn the bias ``b`` (and start from the centred Procrustes map), or not.
-        Neither is best on every pair (test top-1 with / without, 60 epochs at most:
-        MNIST cnn -> cnn 0.828 / 0.821, cnn -> mlp 0.516 / 0.495, WordLlama -> MiniLM
-        0.910 / 0.913, GloVe -> French P@1 0.248 / 0.252, e5 -> MiniLM 0.973 / 0.973,
-        e5 -> WordLlama 0.950 / 0.950; benchmarks/RESULTS.md).
-        ``"auto"`` decides at ``fit``: both settings are trained for a sixth of
-        ``max_epochs``, between 1 and 10 epochs (the Procrustes start makes a few epochs
-        telling), on the rows less a held-out slice (a fifth of them, at most 1,000;
-        ``random_state`` draws it), scored by paired top-1 cosine retrieval of the
-        slice, and the better one is trained on all rows; the bias is kept unless
-        leaving it out wins by more than 0.01.  ``center_``
-        holds the choice, ``auto_scores_`` the scores; a warm start keeps the previous
-        fit's.  ``"auto"`` kept the bias on all six pairs, within 0.004 of the better
-        setting.  Choosing costs 1.2-1.3x the CPU time of a fit that trains its 60
-        epochs (MNIST) and up to 2.1x one that early stopping ends after about 15
-        (WordLlama -> MiniLM): the candidates' epochs are fixed before the fit knows
-        its length.  Below 100 rows it fits the bias
-        and warns with :class:`~sklearn_compat._core.auto_settings.AutoSettingWarning`.
+        Neither is best on every pair.  ``"auto"`` decides at ``fit`` from the two
+        starts of training: the orthogonal Procrustes maps of the rows with and without
+        centring, fitted on the rows less a held-out slice (a fifth of them, at most
+        1,000; ``random_state`` draws it) and scored by paired top-1 cosine retrieval of
+        the slice.  The bias is kept unless leaving it out wins by more than 0.01.  The
+        choice costs two small SVDs, not a fit, and depends only on the rows, never on
+        ``lam``, so a search over ``lam`` makes the same choice at every grid point.
+        ``center_`` holds the choice, ``auto_scores_`` the scores; a warm start keeps the
+        previous fit's.  Below 100 rows it fits the bias and warns with
+        :class:`~sklearn_compat.exceptions.AutoSettingWarning`.
+
+        .. versionchanged:: 0.1.0
+           ``"auto"`` scores the two Procrustes starts instead of training both
+           settings for a sixth of ``max_epochs`` before the fit.
     rescale : bool, default=True
         Divide X and Y by their RMS row norms (``x_scale_``, ``y_scale_``) before training
         and fold the scales back into ``W_`` and ``bias_``.  The losses, ``lr``, ``lam``
@@ -357,7 +355,6 @@ class LambdaOrthAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
-        refuse_bool_numbers(self)
         warm = bool(self.warm_start) and hasattr(self, "W_")
         if warm and self.bidirectional and not hasattr(self, "forward_W_"):
             raise ValueError(
@@ -380,39 +377,27 @@ class LambdaOrthAligner(BaseAligner):
 
     def _resolve_intercept(self, X, Y, labels):
         """Decide ``fit_intercept="auto"`` (sets ``center_`` and ``auto_scores_``)."""
-        auto_settings.resolve_by_refit(
+        auto_choice.resolve_by_refit(
             self,
             X,
             Y,
             {"fit_intercept": "center_"},
             [{"fit_intercept": True}, {"fit_intercept": False}],
             {"fit_intercept": True},
-            chooser=lambda options, X_, Y_, _: auto_settings.choose_by_refit(
-                self,
-                X_,
-                Y_,
-                options,
-                shared_params=self._candidate_params(),
-                row_params={"labels": labels},
-                margin=auto_settings.TRAINED_MARGIN,
-            ),
+            chooser=self._choose_intercept,
         )
 
-    def _candidate_params(self):
-        """What the ``"auto"`` candidates train: a sixth of ``max_epochs``, between 1 and
-        10 epochs, from the Procrustes start, without a held-out split of their own."""
-        return {
-            "max_epochs": max(1, min(10, int(self.max_epochs) // 6)),
-            "early_stopping": False,
-            "warm_start": False,
-            "verbose": 0,
-        }
+    def _choose_intercept(self, options, X, Y, sample_weight):
+        """``fit_intercept="auto"``: the two Procrustes starts scored on a held-out slice."""
+        chosen, scores = choose_intercept(X, Y, self.random_state, rescale=self.rescale)
+        if chosen is None:
+            return None, scores
+        return {"fit_intercept": chosen}, scores
 
     def _query_centred(self):
         """``AlignedNeighbors`` compares this map's queries with the raw gallery
         (``gallery="auto"``): the fitted bias already places them where the cosine with
-        Y's raw rows retrieves, and centring both on the gallery's mean moves them off
-        (benchmarks/RESULTS.md)."""
+        Y's raw rows retrieves, and centring both on the gallery's mean moves them off."""
         return False
 
     def _fitted_map(self):

@@ -15,13 +15,14 @@ from scipy.stats import rankdata
 from sklearn.base import _fit_context
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import check_cv
+from sklearn.utils._param_validation import StrOptions, validate_params
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import as_numpy_input
 from ._core.base import BaseAligner
-from ._core.validation import pick_target
-from ._lambda.path import PATH_CONSTRAINTS, aligner_at, check_lams, lambda_orth_path
+from ._core.validation import pick_target, refuse_bool_params
+from ._lambda.path import PATH_CONSTRAINTS, aligner_at, check_lams, walk_lams
 from .lambda_orth import LambdaOrthAligner
 from .metrics import make_retrieval_scorer
 
@@ -152,13 +153,9 @@ class LambdaOrthAlignerCV(BaseAligner):
     behind.  Walking downwards, the wall pushes ``W`` back inside within a few epochs, but
     along the gradient of ``N`` (shrinking the most stretched directions, whatever the
     data prefer), and ``W`` then has to slide along the constraint surface to the shape
-    the data prefer, driven only by the weak data gradient against the steep wall.  On
-    the MNIST features (cnn_s0 -> mlp_s0, 5 folds, the default grid, every fit with the
-    estimator's patience and no secant start) the increasing path trained 2.5 times fewer
-    epochs than the decreasing one (``benchmarks/bench_lambda_path.py``; figures in
-    benchmarks/RESULTS.md).  Carrying Adam's moments from one ``lam`` to the next made the
-    increasing path slower (478 epochs instead of 296 on one fold), so each ``lam``
-    starts with a fresh optimizer.
+    the data prefer, driven only by the weak data gradient against the steep wall, so the
+    increasing path trains fewer epochs.  Carrying Adam's moments from one ``lam`` to the
+    next slows the increasing path down, so each ``lam`` starts with a fresh optimizer.
 
     Reuse.  When the penalty, at the current ``W``, is negligible both at the ``lam`` it
     was fitted with and at the next one (its value times ``sharpness`` below the
@@ -188,36 +185,23 @@ class LambdaOrthAlignerCV(BaseAligner):
       same one.  ``LambdaOrthAligner(lam=search.lam_).fit(X, Y)`` gives GridSearchCV's
       cold refit.
 
-    On the MNIST features (``benchmarks/bench_lambda_path.py``: four pairs of real
-    models, 4,000 rows, 5 folds, the default grid, one CPU thread) this is 3.7-4.8 times
-    faster than GridSearchCV over the same grid and folds (3.8-5.0 times fewer epochs),
-    with a pick GridSearchCV itself scores within 0.0015 of its best and a refitted map
-    as good on held-out rows.  The scores of one ``lam`` are not GridSearchCV's: early
-    stopping ends a warm-started fit at a different point than a cold one, and on these
-    pairs the mean CV top-1 of the large ``lam`` values differed by up to 0.007 either
-    way.  Set ``warm_n_iter_no_change`` to the estimator's ``n_iter_no_change`` to give
-    the path GridSearchCV's patience, for a smaller speed-up.
+    The search therefore trains fewer epochs than GridSearchCV over the same grid and
+    folds, for a pick GridSearchCV itself scores close to its best (:ref:`lam_tradeoff`).
+    The scores of one ``lam`` are not GridSearchCV's: early stopping ends a warm-started
+    fit at a different point than a cold one.  Set ``warm_n_iter_no_change`` to the
+    estimator's ``n_iter_no_change`` to give the path GridSearchCV's patience, for a
+    smaller speed-up.
 
-    Text pairs.  On a real text pair (WordLlama 256-d -> all-MiniLM-L6-v2 384-d, 4,000
-    rows, 3 folds, grid 0, 1, 2, 4, 8, inf) the fits are short and the path saves little
-    with its defaults (1.15 times faster than GridSearchCV): a cold fit from the
-    Procrustes start is at its best held-out loss after 3-13 epochs (41-50 at ``inf``),
-    and a warm-started fit gains only minibatch noise after its first epoch, yet waits
-    out its patience.  ``stop_at_bound=True, warm_n_iter_no_change=2`` ends the fits on
-    their wall two readings (half an epoch) after their best: 1-3 epochs at ``lam`` <= 8
-    and 6-8 for the first fit, 3.2 times faster there in CPU time with an equally good
-    pick (GridSearchCV scores it 0.0005 below its best; held-out top-1 0.920 against
-    0.918), and 4.4 times on e5 -> MiniLM (the same pick).  It is not a default because
-    a fit may also slide along its wall for long: on e5-base -> WordLlama the cold fit
-    at ``lam = 0`` improves for 126 epochs; stopped after 4 it scored 0.016 lower, and
-    the search picked ``inf`` (held-out top-1 0.938 against GridSearchCV's 0.949, where
-    the defaults, 2.1 times faster, lose 0.003).  On the MNIST pairs it picks as well as
-    GridSearchCV, 6.9-8.3 times faster, but the travelling fits at large ``lam`` stop early
-    and score up to 0.03 below GridSearchCV's.  Compare ``mean_n_epochs`` with a
-    default search on a subsample before relying on it.  ``warm_tol`` (e.g. ``3e-3``)
-    is the older, cruder shortcut: 2.2 times on the WordLlama pair, and a clearly worse
-    pick where fits travel far (0.015 below GridSearchCV's best on an MNIST pair),
-    which is why it is 0 by default.
+    Text pairs.  Where the fits are short (a cold fit from the Procrustes start is at its
+    best held-out loss after a few epochs, as on many pairs of text models), a
+    warm-started fit gains only minibatch noise after its first epoch yet waits out its
+    patience, and the path saves little.  ``stop_at_bound=True, warm_n_iter_no_change=2``
+    ends such fits on their wall half an epoch after their best.  It is not a default
+    because a fit may also slide along its wall for many epochs; stopped early, it scores
+    lower and can mislead the search.  Compare ``mean_n_epochs`` with a default search on
+    a subsample before relying on it.  ``warm_tol`` (e.g. ``3e-3``) is an older, cruder
+    shortcut that picks worse where fits travel far, which is why it is 0 by default.
+    Measured speed-ups and picks on real pairs: :ref:`benchmarks`.
 
     A fit that diverges (a
     ``FloatingPointError`` from the estimator) scores NaN with a ``FitFailedWarning``,
@@ -503,6 +487,196 @@ class LambdaOrthAlignerCV(BaseAligner):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
         return tags
+
+
+_PATH_PARAMETER_CONSTRAINTS = {
+    "X": ["array-like"],
+    "Y": ["array-like"],
+    "lams": ["array-like"],
+    "estimator": "no_validation",
+    "labels": ["array-like", None],
+    **PATH_CONSTRAINTS,
+    "secant": ["boolean"],
+    "coef_init": [tuple, None],
+    "error_score": [StrOptions({"raise"}), Real],
+    "verbose": ["verbose"],
+}
+
+
+@validate_params(_PATH_PARAMETER_CONSTRAINTS, prefer_skip_nested_validation=True)
+def lambda_orth_path(
+    X,
+    Y,
+    lams,
+    *,
+    estimator=None,
+    labels=None,
+    direction="increasing",
+    warm_n_iter_no_change="auto",
+    warm_tol=0.0,
+    stop_at_bound=False,
+    secant=True,
+    coef_init=None,
+    error_score="raise",
+    verbose=0,
+):
+    """Train :class:`~sklearn_compat.LambdaOrthAligner` maps along a grid of ``lam``.
+
+    The rows are prepared once (validated, split for early stopping, rescaled, moved to
+    the device) and the ``lam`` values are trained in turn, in increasing (or decreasing)
+    order, each from the previous one's map with a fresh optimizer: what ``enet_path`` is
+    to ``Lasso``.  The first ``lam`` is a cold fit, identical to
+    ``LambdaOrthAligner(lam=lams[first]).fit(X, Y)`` (unless ``stop_at_bound``); every
+    ``lam`` draws the same
+    minibatch orders as that cold fit would.  :class:`~sklearn_compat.LambdaOrthAlignerCV`
+    runs this path on each fold.
+
+    Parameters
+    ----------
+    X : array-like or torch.Tensor of shape (n_samples, n_features)
+        Source embeddings (the new model's).
+    Y : array-like or torch.Tensor of shape (n_samples, n_targets)
+        Target embeddings of the same items in the same row order (the old model's).
+    lams : array-like of float in [0, inf] of shape (n_lams,)
+        The grid, in any order (the results keep it); distinct values.
+    estimator : LambdaOrthAligner, default=None
+        The training settings (every parameter but ``lam``); None is
+        ``LambdaOrthAligner()``.  Never modified.  Fix its ``random_state`` for
+        repeatable paths.
+    labels : array-like of shape (n_samples,), default=None
+        Class labels of the rows, for the supervised contrastive term.
+    direction : {"increasing", "decreasing"}, default="increasing"
+        The order in which the grid is walked.  "increasing" (from orthogonal towards
+        the unregularised end) trains fewer epochs: each relaxation lets ``W`` move on
+        along the data's own gradient from a map that already has the right shape.
+    warm_n_iter_no_change : int or "auto", default="auto"
+        Early-stopping patience of every fit but the first (a cold fit with the
+        estimator's own ``n_iter_no_change``).  "auto" is half the estimator's value,
+        rounded up: the next ``lam`` carries on from where a fit stopped, so waiting
+        longer at each step mostly repeats work.
+    warm_tol : float in [0, 1), default=0.0
+        Relative tolerance of the warm fits' early stopping: an epoch whose monitored loss
+        improves on the best by less than ``warm_tol`` times the best (or less than the
+        estimator's ``tol``) counts as no improvement.  A warm fit starts next to its
+        optimum and mostly gains minibatch noise after a few epochs; on a real text pair
+        (256-d -> 384-d) ``3e-3`` ended those fits after 3-6 epochs instead of 9-17.  Where
+        the fits travel far (cold fits of a hundred epochs and more), a warm fit stopped
+        that early stays short of its ``lam`` and the larger values then reuse it: keep 0
+        there.
+    stop_at_bound : bool, default=False
+        Walking upwards, end a fit as soon as it has settled on its constraint.  Every fit
+        (the first included) then reads its held-out loss four times per epoch (the
+        history holds one entry per reading); while its map sits on the penalty's wall,
+        ``lam - 10 / sharpness <= N <= lam + 5 / sharpness`` (the data pull ``W`` out to
+        ``lam`` and the penalty holds it there), two readings without improvement end
+        the fit, elsewhere its usual patience does.  The first fit is then no longer the
+        cold fit of GridSearchCV.  It pays where fits settle at once and misleads where
+        one slides along its wall for long; see
+        the Notes (Text pairs) of :class:`~sklearn_compat.LambdaOrthAlignerCV` for both cases
+        measured.  Walking downwards it has no effect.
+    secant : bool, default=True
+        Walking upwards, start each fit (from the third on) at the secant prediction
+        through the last two fits, ``W_k + beta (W_k - W_{k-1})`` with ``beta`` the ratio
+        of the coming step in ``lam`` to the last one (at most 1), halved until the start
+        lies inside the new constraint ``N <= lam - 1`` or no further from orthogonality
+        than ``W_k``.  False starts each fit at the previous map.
+    coef_init : tuple (W, bias) or (W, bias, (V, c)), default=None
+        Start of the first fit in user units (``V, c``: the forward adapter's, with
+        ``bidirectional``); None is the estimator's ``init``.
+    error_score : "raise" or float, default="raise"
+        What a diverging fit (``FloatingPointError``) does: "raise" re-raises it; a number
+        (e.g. ``np.nan``) issues a ``FitFailedWarning``, fills that ``lam``'s map and gap
+        with NaN and goes on from the last good map, as GridSearchCV's ``error_score``.
+    verbose : int, default=0
+        Print one line per ``lam`` when > 0.
+
+    Returns
+    -------
+    path : Bunch
+        One entry per ``lam``, in the order of ``lams``:
+
+        - ``lams`` : ndarray of shape (n_lams,), the grid as float64.
+        - ``coefs`` : ndarray of shape (n_lams, n_features, n_targets), ``W`` in user
+          units (``transform(X) = X @ W + bias``).
+        - ``intercepts`` : ndarray of shape (n_lams, n_targets), ``bias``.
+        - ``forward_coefs``, ``forward_intercepts`` : the forward adapter's ``(V, c)``
+          per ``lam`` (``bidirectional``), else None.
+        - ``orthogonality_gaps`` : ndarray of shape (n_lams,), ``N`` of each map in unit
+          RMS coordinates (the ``orthogonality_gap_`` a fit would report).
+        - ``n_epochs`` : ndarray of int of shape (n_lams,), epochs trained (0 where
+          reused or failed).
+        - ``best_epochs`` : list, each fit's ``best_epoch_`` (the reused fit's where
+          reused; None without held-out early stopping or where failed).
+        - ``histories`` : list of dict, each fit's ``history_`` (the reused fit's where
+          reused, None where failed).
+        - ``reused`` : ndarray of bool of shape (n_lams,), where the previous fit was
+          reused without training: the penalty, at its ``W``, is negligible (its value
+          times ``sharpness`` below the estimator's ``tol``) both at the previous ``lam``
+          and at this one, so the two problems coincide near ``W``.  This covers large
+          ``lam`` values (and ``inf``) beyond the gap the data ask for, and every ``lam``
+          with ``strict=True``.
+        - ``fit_times`` : ndarray of shape (n_lams,), seconds per fit (the preparation is
+          charged to the first).
+        - ``errors`` : list of str or None, the message of each failed fit.
+        - ``x_scale``, ``y_scale`` : float, the unit scales of the rows (as the
+          estimator's ``x_scale_``, ``y_scale_``).
+
+    See Also
+    --------
+    LambdaOrthAlignerCV : chooses ``lam`` by cross-validation along this path.
+    LambdaOrthAligner : one fit at one ``lam``.
+
+    Notes
+    -----
+    Ricci et al. (NeurIPS 2025) fit one ``lam`` at a time.  The path is an engineering
+    shortcut with the same fixed points: each fit is a full fit of its own ``lam`` (the
+    same objective, early stopping and minibatch orders), started closer to its optimum.
+    Early stopping ends a warm-started fit at a different point than a cold one, so the
+    maps are close to, not equal to, cold fits.  Carrying Adam's moments from one ``lam``
+    to the next was measured to train more epochs, so each fit has a fresh optimizer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_compat import LambdaOrthAligner
+    >>> from sklearn_compat import lambda_orth_path
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 6))
+    >>> Y = X @ np.diag([0.5, 0.8, 1.0, 1.0, 1.2, 1.5]) + 0.05 * rng.normal(size=(400, 6))
+    >>> path = lambda_orth_path(
+    ...     X, Y, [0.0, 1.0, np.inf], estimator=LambdaOrthAligner(max_epochs=30, random_state=0)
+    ... )
+    >>> path.coefs.shape
+    (3, 6, 6)
+    >>> bool(path.orthogonality_gaps[0] < 0.3 < path.orthogonality_gaps[2])
+    True
+    >>> Z = X @ path.coefs[2] + path.intercepts[2]  # the map at lam=inf
+    >>> bool(np.mean((Z - Y) ** 2) < np.mean((X @ path.coefs[0] + path.intercepts[0] - Y) ** 2))
+    True
+    """
+    walking = {"warm_n_iter_no_change": warm_n_iter_no_change, "warm_tol": warm_tol}
+    refuse_bool_params(
+        {**walking, "error_score": error_score}, _PATH_PARAMETER_CONSTRAINTS, "lambda_orth_path"
+    )
+    if estimator is None:
+        estimator = LambdaOrthAligner()
+    elif not isinstance(estimator, LambdaOrthAligner):
+        raise TypeError(f"estimator must be a LambdaOrthAligner, got {type(estimator).__name__}.")
+    return walk_lams(
+        estimator,
+        X,
+        Y,
+        lams,
+        labels=labels,
+        direction=direction,
+        warm_n_iter_no_change=warm_n_iter_no_change,
+        warm_tol=warm_tol,
+        stop_at_bound=stop_at_bound,
+        secant=secant,
+        coef_init=coef_init,
+        error_score=error_score,
+        verbose=verbose,
+    )
 
 
 class _MapSum:

@@ -10,11 +10,12 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core.auto_settings import query_comparison_form, query_csls_k
 from ._core.backend import resolve_device, to_numpy, to_torch
 from ._core.knn import crowding, rowwise, search
 from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
+from ._core.validation import NumbersNotBoolsMixin
 from ._neighbors_index import DEFAULT_PARAMS, FaissGallery
+from ._neighbors_policy import fitted_csls_k, query_comparison_form, query_csls_k
 
 __all__ = ["AlignedNeighbors"]
 
@@ -29,7 +30,7 @@ def _final_step(aligner):
     return aligner[-1] if isinstance(aligner, Pipeline) else aligner
 
 
-class AlignedNeighbors(BaseEstimator):
+class AlignedNeighbors(NumbersNotBoolsMixin, BaseEstimator):
     """Nearest neighbours in an old model's gallery for queries embedded by a new model.
 
     scikit-learn's :class:`~sklearn.neighbors.NearestNeighbors` interface for the query
@@ -57,19 +58,21 @@ class AlignedNeighbors(BaseEstimator):
         nearest that direction.  ``"auto"`` compares centred exactly when the map was
         fitted to centred rows: the aligner's fitted ``center_`` (what its own ``"auto"``
         chose), else its ``center`` or ``fit_intercept`` parameter; any other map is
-        compared raw, as its queries do not sit around Y's mean (RCSLS's uncentred map:
-        top-1 0.902 centred against 0.936 by ``transform`` on WordLlama -> MiniLM).
+        compared raw, as its queries do not sit around Y's mean.
         :class:`~sklearn_compat.LambdaOrthAligner` and
         :class:`~sklearn_compat.ResidualAdapterAligner` are compared raw whatever their
         intercept: their trained bias already places the queries for the cosine with Y's
-        raw rows (centring on the gallery's mean cost LambdaOrth 0.04 top-1 on MNIST
-        cnn -> mlp).  ``"centered"`` centres every map not fitted uncentred (the default before
-        ``"auto"``); ``centered_`` says which form was used.  Aligners that map into the
-        space of Y's unit rows (:class:`~sklearn_compat.WhitenedProcrustesAligner` with
-        ``normalize=True``, :class:`~sklearn_compat.RCSLSAligner`) have both sides scaled
-        to unit rows first, and ``mu`` is then a mean of unit rows.  ``"raw"``: plain
-        cosine against the stored gallery.  Centring the stored gallery is vector
-        arithmetic on the index (subtract one vector, renormalise), not a re-embedding.
+        raw rows, and centring on the gallery's mean moves them off.  ``"centered"``
+        centres every map not fitted uncentred; ``centered_`` says which form was used.
+        Aligners that map into the space of Y's unit rows
+        (:class:`~sklearn_compat.WhitenedProcrustesAligner` with ``normalize=True``,
+        :class:`~sklearn_compat.RCSLSAligner`) have both sides scaled to unit rows first,
+        and ``mu`` is then a mean of unit rows.  ``"raw"``: plain cosine against the stored
+        gallery.  Centring the stored gallery is vector arithmetic on the index (subtract
+        one vector, renormalise), not a re-embedding.
+
+        .. versionchanged:: 0.1
+           ``"auto"`` became the default; ``"centered"`` was the default before.
     metric : {"cosine"}, default="cosine"
         Similarity of the comparison; distances are ``1 - cos``.
     csls_k : int, "auto" or None, default="auto"
@@ -78,27 +81,29 @@ class AlignedNeighbors(BaseEstimator):
         cosine when None.  ``"auto"``: 10, except for maps trained on a retrieval
         criterion that already demotes crowding targets
         (:class:`~sklearn_compat.RCSLSAligner`), which are ranked by the cosine they
-        were trained for: the gallery's crowding on top over-corrects (RCSLS on the word
-        pair: P@1 0.208 with CSLS against 0.281 by ``transform``; MNIST cnn -> mlp 0.434
-        against 0.450).  Where the aligner scored its own held-out fold through the query
-        path's forms at ``fit`` (``query_scores_``, recorded by
+        were trained for: the gallery's crowding on top over-corrects.  Where the aligner
+        scored its own held-out fold through the query path's forms at ``fit``
+        (``query_scores_``, recorded by
         :class:`~sklearn_compat.OrthogonalProcrustesAligner`'s ``"auto"``), ``"auto"``
         for both ``csls_k`` and ``gallery`` follows that evidence: a form (raw or centred,
-        with or without CSLS) that beats the default one there by more than 0.005 is
-        used instead (Procrustes on MNIST cnn -> mlp: 0.381 with centred CSLS, 0.394
-        with the raw CSLS its fold favoured, ``transform`` 0.398; MiniLM -> GloVe
-        bag-of-words: 0.352 with CSLS, 0.560 with the plain cosine its fold favoured).
-        ``csls_k_`` holds the value in force.
+        with or without CSLS) that beats the default one there by more than ``0.005``
+        top-1 is used instead.  ``csls_k_`` holds the value in force.  On a small gallery
+        ``"auto"`` takes at most the rows each crowding is measured among: the gallery's
+        size less one (the gallery as its own reference), or the number of ``queries``
+        given to ``fit`` (or, with ``csls_reference="batch"``, of each ``kneighbors``
+        call); a gallery of one item is ranked by plain cosine.  A number larger than
+        those is refused, naming the size.
+
+        .. versionchanged:: 0.1.0
+           ``"auto"`` adapts to galleries of 10 items or fewer instead of failing.
         ``CSLS(q, g) = 2 cos(q, g) - r_G(q) - r_Q(g)``: ``r_G(q)`` is the mean cosine
         of query ``q`` to its ``csls_k`` nearest gallery items (it does not change the
         order of ``q``'s neighbours), ``r_Q(g)`` that of gallery item ``g`` to its
         ``csls_k`` nearest queries, so hubs, near many queries, are demoted.  Mapped
         queries crowd around some gallery items more than the old model's own queries
-        did; CSLS undoes that.  On by default because it raised top-1 on every real pair
-        measured (e5 -> MiniLM 0.978 -> 0.989, WordLlama -> MiniLM 0.925 -> 0.936, MNIST
-        0.740 -> 0.751 with ``csls_reference="fit"`` and no ``queries``; 0.991, 0.938,
-        0.836 with the aligner's training queries; benchmarks/RESULTS.md).  Distances are
-        then ``1 - CSLS / 2``: the cosine distance plus the mean of the two penalties.
+        did; CSLS undoes that, which is why it is on by default (:ref:`query_path`).
+        Distances are then ``1 - CSLS / 2``: the cosine distance plus the mean of the
+        two penalties.
     csls_reference : {"fit", "batch"}, default="fit"
         Where ``r_Q(g)`` is measured.  ``"fit"``: once, in ``fit``, against the mapped
         ``queries`` given to it (a sample of real new-model queries, such as the rows the
@@ -109,9 +114,7 @@ class AlignedNeighbors(BaseEstimator):
         are measured exactly; above that, each item is compared with about 4,096
         reference rows of the k-means cells nearest to it (seeded, so deterministic),
         which finds its true ``csls_k`` nearest neighbours for most items: the cost grows
-        as ``n x 4,096 x d``, not ``n^2 d``.  On the 20,000-word MUSE gallery forced
-        through that pass, top-1 moved by -0.0007 and -0.004 (two seeds) against the
-        exact pass.  ``"batch"``: against the queries of
+        as ``n x 4,096 x d``, not ``n^2 d``.  ``"batch"``: against the queries of
         the same ``kneighbors`` call, as Conneau et al. do for a whole test dictionary
         (transductive: a query's neighbours depend on the batch it came in).
     memory_budget : int, default=None
@@ -130,25 +133,17 @@ class AlignedNeighbors(BaseEstimator):
         the CSLS penalty (the same centring and CSLS as the exact path; candidates are
         re-scored exactly, so the distances of the neighbours found are the exact
         ones).  ``"auto"``: exact up to 2,000,000 gallery items (``AUTO_INDEX_ROWS``),
-        ``"hnsw"`` above.  Measured on a loaded 2-core box at 384-d, beside FAISS
-        ``IndexFlatIP`` in the same run (benchmarks/RESULTS.md): the exact search of
-        1,000 queries took 0.67x FAISS flat's time at 200,000 rows and 0.75x at
-        1,000,000, and needs no memory beyond the gallery.  ``"ivf"`` holds the augmented
-        gallery again, ``(d + 2) x 4`` bytes plus an 8-byte id per item (1,554 bytes at
-        384-d: 297 MiB at 200,000 rows, 1,482 MiB at 1,000,000), and builds in 5 s at
-        200,000 rows and 27 s at 1,000,000 (besides the crowding pass); at 1,000,000 rows
-        its recall@10 against the exact path is 0.973 at ``nprobe=128`` (search 0.85x
-        FAISS flat) and 0.996 at 256 (1.71x), while at 200,000 rows the exact search is
-        faster.  ``"hnsw"`` holds the augmented gallery plus its graph (about ``8 M``
-        bytes per item more: 1.8 KB at 384-d); a FAISS HNSW graph searched at 0.59x FAISS
-        flat at 50,000 rows, but its build is the slowest (69 s at 200,000 rows, 477 s at
-        1,000,000).  The indexes need ``csls_reference="fit"`` (or ``csls_k=None``) and
-        search on the CPU.
+        ``"hnsw"`` above.  The exact search needs no memory beyond the gallery.
+        ``"ivf"`` holds the augmented gallery again, ``(d + 2) x 4`` bytes plus an 8-byte
+        id per item, and its recall against the exact path grows with ``nprobe``.
+        ``"hnsw"`` holds the augmented gallery plus its graph (about ``8 M`` bytes per item
+        more) and builds slowest.  The indexes need ``csls_reference="fit"`` (or
+        ``csls_k=None``) and search on the CPU.  Build times, memory and recall of each
+        index against the exact search: :ref:`scaling_up`.
     index_params : dict, default=None
         Parameters of the index: ``"hnsw"``: ``M`` (32), ``ef_construction`` (64),
         ``ef_search`` (128); ``"ivf"``: ``nlist`` (cells, default the square root of the
-        gallery size) and ``nprobe`` (cells searched per query, 128: recall@10 0.990 at
-        200,000 rows, 0.83 with 32).
+        gallery size) and ``nprobe`` (cells searched per query, default 128).
 
     Attributes
     ----------
@@ -274,7 +269,18 @@ class AlignedNeighbors(BaseEstimator):
         final = _final_step(self.aligner)
         check_is_fitted(final)
         G = check_embeddings(X, "gallery")
-        csls_k = self.csls_k_ = query_csls_k(final, self.csls_k)
+        csls_k = query_csls_k(final, self.csls_k)
+        if self._auto_csls():
+            # "auto" adapts to a small gallery: its neighbourhood is at most the rows the
+            # crowding is measured among (the other gallery items, or the queries).
+            if self.csls_reference == "fit" and queries is None:
+                n_reference = G.shape[0] - 1
+            elif self.csls_reference == "fit":
+                n_reference = min(G.shape[0], len(queries))
+            else:
+                n_reference = G.shape[0]
+            csls_k = fitted_csls_k(csls_k, n_reference)
+        self.csls_k_ = csls_k
         width = getattr(final, "n_targets_", G.shape[1])
         if G.shape[1] != width:
             raise ValueError(
@@ -283,14 +289,17 @@ class AlignedNeighbors(BaseEstimator):
             )
         if csls_k is not None and csls_k > G.shape[0]:
             raise ValueError(
-                f"csls_k={csls_k} exceeds the number of gallery items ({G.shape[0]})."
+                f"csls_k={csls_k} exceeds the number of gallery items ({G.shape[0]}); "
+                "lower csls_k, set csls_k=None (plain cosine) or csls_k='auto' (adapts "
+                "to the gallery)."
             )
         measure_now = csls_k is not None and self.csls_reference == "fit"
         if measure_now and queries is None and csls_k >= G.shape[0]:
             raise ValueError(
                 f"csls_k={csls_k} needs a gallery of more than {csls_k} items to "
                 f"measure each item's neighbourhood among the others (got {G.shape[0]}); "
-                "pass queries= to fit, lower csls_k, or set csls_k=None."
+                "pass queries= to fit, lower csls_k, or set csls_k=None (plain cosine) or "
+                "csls_k='auto' (adapts to the gallery)."
             )
         center = None
         # Aligners that work on unit rows (vecmap's normalisation, RCSLS) map into the
@@ -318,6 +327,9 @@ class AlignedNeighbors(BaseEstimator):
             self.gallery_penalty_ = self._fit_penalty(scoring, queries, device).cpu().numpy()
         self.index_ = self._build_index(scoring)
         return self
+
+    def _auto_csls(self):
+        return isinstance(self.csls_k, str) and self.csls_k == "auto"
 
     def _build_index(self, scoring):
         """The approximate index ``index`` asks for (None: exact search)."""
@@ -443,6 +455,8 @@ class AlignedNeighbors(BaseEstimator):
         csls_k = getattr(self, "csls_k_", self.csls_k)
         if csls_k is not None:
             if self.csls_reference == "batch":
+                if self._auto_csls():
+                    csls_k = fitted_csls_k(csls_k, n)  # a batch of few queries lends them all
                 if csls_k > n:
                     raise ValueError(
                         f"csls_k={csls_k} exceeds the number of queries ({n}): with "

@@ -1,15 +1,15 @@
 """Orthogonal Procrustes alignment between two embedding spaces."""
 
 import numpy as np
-import scipy.linalg
 import torch
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice, holdout, moment_choice
 from ._core.backend import apply_affine
 from ._core.closed_form import ClosedFormAligner
 from ._core.pair_stats import batch_moments
+from ._core.polar import procrustes_from_cross
 from ._core.row_space import RowStats, is_wide, thin_procrustes
 from ._core.wide_choice import (
     SplitRows,
@@ -20,68 +20,6 @@ from ._core.wide_choice import (
 from .metrics._anisotropy import warn_if_anisotropic
 
 __all__ = ["OrthogonalProcrustesAligner", "procrustes_from_cross"]
-
-
-def procrustes_from_cross(cross, *, allow_reflection=True, dtype=np.float64):
-    """Orthogonal factor of ``cross = X^T Y``: ``W = U V^T`` from its thin SVD (float64).
-
-    Parameters
-    ----------
-    cross : ndarray of shape (d_x, d_y)
-        The (optionally centred and weighted) cross product ``X^T Y``.
-    allow_reflection : bool, default=True
-        When False and the map is square, flip the last singular direction if needed so
-        that ``det(W) = +1`` (Kabsch).  A rectangular map is the restriction of a square
-        one on the zero-padded problem, which can always be made a rotation by flipping a
-        padded direction without changing the map, so the flag does not change it.
-    dtype : numpy dtype, default=np.float64
-        Precision of the SVD (float32: about half the time, for maps that are only
-        scored); the results are float64 either way.
-
-    Returns
-    -------
-    W : ndarray of shape (d_x, d_y), float64
-        Orthonormal rows (``W W^T = I``, norms kept) when d_x <= d_y, orthonormal
-        columns (``W^T W = I``, a projection) otherwise.
-    singular_values : ndarray of shape (min(d_x, d_y),)
-    signs : ndarray of shape (min(d_x, d_y),)
-        +1, or -1 for the flipped direction; ``sum(signs * singular_values)`` is the
-        trace that the optimal isotropic scale is computed from.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_compat.procrustes import procrustes_from_cross
-    >>> W, S, signs = procrustes_from_cross(np.diag([3.0, -2.0]), allow_reflection=False)
-    >>> W
-    array([[1., 0.],
-           [0., 1.]])
-    >>> S, signs
-    (array([3., 2.]), array([ 1., -1.]))
-    """
-    cross = np.asarray(cross, dtype=np.float64)
-    # The factor W does not depend on the scale of ``cross``: in a narrower dtype it is
-    # taken of cross / max|cross| (no overflow, no underflow), S scaled back in float64.
-    unit = 1.0
-    if np.dtype(dtype) != np.float64:
-        peak = float(np.abs(cross).max(initial=0.0))
-        unit = peak if np.isfinite(peak) and peak > 0 else 1.0
-    cross = torch.as_tensor((cross / unit).astype(dtype))
-    try:
-        U, S, Vt = torch.linalg.svd(cross, full_matrices=False)
-    except torch.linalg.LinAlgError:
-        # The default driver (gesdd) can fail to converge on badly scaled input; gesvd
-        # is slower but robust.
-        U, S, Vt = (
-            torch.as_tensor(a)
-            for a in scipy.linalg.svd(cross.numpy(), full_matrices=False, lapack_driver="gesvd")
-        )
-    signs = torch.ones_like(S)
-    square = cross.shape[0] == cross.shape[1]
-    if not allow_reflection and square and torch.linalg.det(U) * torch.linalg.det(Vt) < 0:
-        signs[-1] = -1.0
-    W = (U * signs) @ Vt
-    return W.double().numpy(), S.double().numpy() * unit, signs.double().numpy()
 
 
 class OrthogonalProcrustesAligner(ClosedFormAligner):
@@ -101,28 +39,26 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         Subtract the (weighted) column means of X and Y before solving and add Y's mean back in
         ``transform`` (which stays a faithful map into Y's space).  No fixed setting is right for
         every pair of models: centring rescues anisotropic models, whose embeddings share one
-        common direction (multilingual-e5-small -> MiniLM: paired top-1 0.115 uncentred, 0.973
-        centred), and costs on others (MNIST cnn -> mlp features: 0.385 uncentred, 0.372
-        centred).  ``"auto"`` decides at ``fit``, with ``scale``, by what a user measures: every
-        candidate setting is fitted on the training rows less a held-out fold and scored by paired
-        top-1 cosine retrieval (:meth:`score`) on the fold (five folds of up to 1,000 rows below
-        25,000 rows, one above), and the best is refitted on all rows.  This costs no extra pass
-        over the data: the folds' maps are solved from the statistics of the one pass the fit makes
-        (their SVDs in float32: they are only scored).  Wide data (fewer rows than columns) are
-        scored on one fold in the row space; from 2,048 columns on with more rows, where one
-        candidate's SVD costs as much as the fit, the candidates are fitted in the row space on a
-        sample of half as many rows as columns (2,000 x 4,096 with an offset: the default 1.4x the
-        thin floor, 20,000 x 4,096: 1.29x the dense floor; benchmarks/RESULTS.md "Wide
-        inputs").  When neither X nor Y has a common offset (``n |mean|^2`` below 1 % of the sum of
-        squared deviations) centring and scale change no cosine, and the first candidate,
-        ``center=True, scale="spread"``, is taken unscored.  On the six real pairs of
-        ``benchmarks/alignment_table.py`` the choice was within 0.003 of the best setting and the
-        best on five (benchmarks/RESULTS.md).  ``center_`` holds the choice; ``fit`` warns with
-        :class:`~sklearn_compat._core.auto_settings.AutoSettingWarning` and falls back to
-        ``center=True, scale="spread"`` when there are fewer than 100 rows.  ``True``/``False`` are
-        used as given; ``fit`` then warns with :class:`~sklearn_compat.metrics.AnisotropyWarning`
-        when ``center=False`` meets a space whose :func:`~sklearn_compat.metrics.anisotropy`
-        ``mean_norm`` exceeds 0.5.  Models saved with an explicit setting keep it when loaded.
+        common direction, and can cost a little on others (:ref:`centring`).  ``"auto"`` decides
+        at ``fit``, with ``scale``, by what a user measures: every candidate setting is fitted on
+        the training rows less a held-out fold and scored by paired top-1 cosine retrieval
+        (:meth:`score`) on the fold (five folds of up to 1,000 rows below 25,000 rows, one
+        above), and the best is refitted on all rows.  This costs no extra pass over the data:
+        the folds' maps are solved from the statistics of the one pass the fit makes (their SVDs
+        in float32: they are only scored).  Wide data (fewer rows than columns) are scored on one
+        fold in the row space; from 2,048 columns on with more rows, where one candidate's SVD
+        costs as much as the fit, the candidates are fitted in the row space on a sample of half
+        as many rows as columns (:ref:`scaling_up`).  When neither X nor Y has a common offset
+        (``n |mean|^2`` below one hundredth of the sum of squared deviations) centring and scale
+        change no cosine, and the first candidate, ``center=True, scale="spread"``, is taken
+        unscored.  ``center_`` holds the choice; ``fit`` warns with
+        :class:`~sklearn_compat.exceptions.AutoSettingWarning` and falls back to
+        ``center=True, scale="spread"`` when there are fewer than 100 rows.  How the choice
+        compares with every fixed setting on real pairs: :ref:`benchmarks`.  ``True``/``False``
+        are used as given; ``fit`` then warns with
+        :class:`~sklearn_compat.exceptions.AnisotropyWarning` when ``center=False`` meets a space
+        whose :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm`` exceeds one half.  Models
+        saved with an explicit setting keep it when loaded.
     scale : "auto", "spread" or bool, default="auto"
         Isotropic scale ``s`` of the map.  ``"spread"``: ``s = ||Y_c||_F / ||X_c||_F``, so
         the mapped rows spread around Y's mean as much as Y's own rows do (``X_c``, ``Y_c``:
@@ -131,14 +67,15 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         worsens.  ``False``: ``s = 1``.  The scale decides how much weight the added-back
         mean has against the mapped deviations: without it a centred map of a space with
         a narrower spread sends every row close to Y's mean, and cosine retrieval against
-        Y's rows collapses (GloVe 50-d -> spaCy French P@1: 0.005 with ``s = 1``, 0.240
-        with ``"spread"``); elsewhere ``s = 1`` is best (WordLlama -> MiniLM: 0.924 with
-        ``s = 1``, 0.902 with ``"spread"``).  ``"auto"`` chooses among the three with
-        ``center`` (see there; uncentred maps take ``"spread"``, since no scale changes
-        an uncentred map's cosines); ``scale_mode_`` holds the choice.  Cosines between
-        mapped rows, and :class:`~sklearn_compat.neighbors.AlignedNeighbors` with its
-        centred gallery, do not depend on it.  Models saved before ``"spread"`` existed
-        keep ``scale=False`` when loaded.
+        Y's rows collapses; where the spreads match, ``s = 1`` can be best.  ``"auto"``
+        chooses among the three with ``center`` (see there; uncentred maps take ``"spread"``,
+        since no scale changes an uncentred map's cosines); ``scale_mode_`` holds the choice.
+        Cosines between mapped rows, and :class:`~sklearn_compat.neighbors.AlignedNeighbors`
+        with its centred gallery, do not depend on it.
+
+        .. versionchanged:: 0.1
+           ``"spread"`` was added and made ``"auto"``'s fallback; models saved before it
+           existed keep ``scale=False`` when loaded.
     allow_reflection : bool, default=True
         Allow ``det(W) = -1``.  Reflections are legitimate for embeddings (similarities
         are invariant to them); set False for rotations only (Kabsch).  Only square maps
@@ -171,11 +108,10 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
     query_scores_ : dict or None
         Where ``"auto"`` scored its candidates from the statistics: paired top-1 of the
         held-out fold through each form of the query path (raw or centred cosine, with
-        or without CSLS; :func:`~sklearn_compat._core.auto_settings.query_path_scores`).
-        :class:`~sklearn_compat.neighbors.AlignedNeighbors` with its ``"auto"`` settings
-        ranks by the form the default (CSLS in the map's own form) loses to by more than
-        0.005 there, if any: on MNIST cnn -> mlp features CSLS costs the centred map
-        0.017 top-1.  None otherwise (explicit settings, wide data, nothing scored).
+        or without CSLS).  :class:`~sklearn_compat.neighbors.AlignedNeighbors` with its
+        ``"auto"`` settings ranks by the form the default (CSLS in the map's own form) loses
+        to by more than ``0.005`` there, if any (:ref:`query_path`).  None otherwise
+        (explicit settings, wide data, nothing scored).
     singular_values_ : ndarray of shape (min(n_features_in_, n_targets_),)
         Singular values of the (centred, weighted) cross product ``X^T Y``, descending.
     n_samples_seen_ : int
@@ -271,10 +207,10 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
 
     # The settings in force: the fitted choice where the parameter is "auto".
     def _center(self):
-        return auto_settings.resolve(self.center, "center_", self, True)
+        return auto_choice.resolve(self.center, "center_", self, True)
 
     def _scale(self):
-        return auto_settings.resolve(self.scale, "scale_mode_", self, "spread")
+        return auto_choice.resolve(self.scale, "scale_mode_", self, "spread")
 
     def _update(self, X, Y, sample_weight, *, reset):
         if not reset:
@@ -287,7 +223,7 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             self.center_, self.scale_mode_ = self._center(), self._scale()
             self.auto_scores_ = None
             return super()._update(X, Y, sample_weight, reset=True)
-        sample = auto_settings.wide_solve_sample(X, Y, sample_weight, self.random_state)
+        sample = holdout.wide_solve_sample(X, Y, sample_weight, self.random_state)
         if sample is not None:
             # Wide solves, more rows than columns: candidates scored in the row space on a
             # sample of rows, the chosen setting fitted on every row.
@@ -309,38 +245,37 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             # Held-out rows are read by index: array-likes, tensors and Dask arrays are
             # validated (and Dask row sizes made known) first; the fit reads the input as
             # given (its column names).
-            rows = auto_settings.checked_input(self, X, Y, sample_weight)
+            rows = auto_choice.checked_input(self, X, Y, sample_weight)
         moments, n_rows = batch_moments(
             self, X, Y, sample_weight, reset=True, centered=True, need_sq_y=True
         )
         if moments.weight <= 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
         query = None
-        if auto_settings.negligible_offsets(moments):
+        if moment_choice.negligible_offsets(moments):
             # Neither side has a common offset: centring and scale change no cosine.
             choice, self.auto_scores_ = candidates[0], {}
         else:
-            choice, self.auto_scores_, query = auto_settings.choose_procrustes_setting(
+            choice, self.auto_scores_, query = moment_choice.choose_procrustes_setting(
                 self, moments, *rows, candidates, self._candidate_map
             )
         self.query_scores_ = query
         if choice is None:
             choice = candidates[0]
-            auto_settings.warn_undecided(
+            auto_choice.warn_undecided(
                 type(self).__name__,
-                f"{n_rows} rows, fewer than the {auto_settings.MIN_ROWS} needed for a "
-                "held-out slice",
+                f"{n_rows} rows, fewer than the {holdout.MIN_ROWS} needed for a held-out slice",
                 f"center={choice[0]}, scale={choice[1]!r}",
             )
-        elif auto_settings.constant_side(moments):
-            auto_settings.warn_undecided(
+        elif moment_choice.constant_side(moments):
+            auto_choice.warn_undecided(
                 type(self).__name__,
                 "every column of X or of Y is constant",
                 f"center={choice[0]}, scale={choice[1]!r}",
             )
         self.center_, self.scale_mode_ = choice
         if not self.center_:
-            moments = auto_settings.uncentred(moments)
+            moments = moment_choice.uncentred(moments)
         self._solve(moments, n_rows)
         self._moments_state = vars(moments).copy()
         self.n_samples_seen_ = n_rows
@@ -351,8 +286,8 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         the candidates, on the rows ``sample`` only when given."""
         chooser = self._choose_wide
         if sample is not None:
-            chooser = auto_settings.sampled_chooser(chooser, sample)
-        auto_settings.resolve_by_refit(
+            chooser = auto_choice.sampled_chooser(chooser, sample)
+        auto_choice.resolve_by_refit(
             self,
             X,
             Y,
@@ -369,12 +304,12 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         first, :class:`~._core.wide_choice.SplitRows`): the candidates use the leading
         blocks, the held-out rows are scored in the reduced coordinates, and the final
         fit reuses the factorisation (kept in ``self._split`` for ``_update``)."""
-        X, Y = auto_settings.all_rows(X), auto_settings.all_rows(Y)
+        X, Y = holdout.all_rows(X), holdout.all_rows(Y)
         w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
-        folds = auto_settings.holdout_folds(len(X), self.random_state)
+        folds = holdout.holdout_folds(len(X), self.random_state)
         if folds is None:
             return None, {}
-        if auto_settings.negligible_row_offsets(X, Y, w):
+        if moment_choice.negligible_row_offsets(X, Y, w):
             # Neither side has a common offset: centring and scale change no cosine.
             return options[0], {}
         held = folds[0]
@@ -402,12 +337,12 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
             for option in options:
                 if option["center"] == center:
                     scale = self._fit_map(stats, option["scale"], svd)[2]
-                    label = auto_settings.label((center, option["scale"]))
+                    label = moment_choice.label((center, option["scale"]))
                     sims = (scale * products + offset) / target_norms
-                    scores[label] = [auto_settings.top1_of_similarities(sims)]
+                    scores[label] = [holdout.top1_of_similarities(sims, Y[held])]
         self._split = split
-        by_label = {auto_settings.label((o["center"], o["scale"])): o for o in options}
-        return by_label[auto_settings.pick(scores)], {k: v[0] for k, v in scores.items()}
+        by_label = {moment_choice.label((o["center"], o["scale"])): o for o in options}
+        return by_label[holdout.pick(scores)], {k: v[0] for k, v in scores.items()}
 
     def _auto_candidates(self):
         """(center, scale) settings to choose from, preferred first; None: nothing to choose.
@@ -437,7 +372,8 @@ class OrthogonalProcrustesAligner(ClosedFormAligner):
         scale_factor = 1.0
         if scale == "spread":
             if moments.sq_x > 0:
-                scale_factor = float(np.sqrt(moments.sq_y / moments.sq_x))
+                # A constant Y's spread, taken from a fold's statistics, may round below 0.
+                scale_factor = float(np.sqrt(max(moments.sq_y, 0.0) / moments.sq_x))
         elif scale and moments.sq_x > 0:
             scale_factor = float(np.dot(signs, S) / moments.sq_x)
         return W, S, scale_factor

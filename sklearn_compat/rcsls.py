@@ -9,25 +9,21 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice, refit_choice
 from ._core.backend import resolve_device, to_torch
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
-from ._core.ranking import paired_ranks
+from ._core.polar import procrustes_from_cross
+from ._core.ranking import paired_topk_share, unit_rows
 from ._core.rcsls import clip_spectral_norm, rcsls_loss_and_gradient
 from ._core.validation import pick_target, stack_unpaired
-from .procrustes import procrustes_from_cross
 
 __all__ = ["RCSLSAligner"]
 
 
-def _unit(A):
-    return torch.nn.functional.normalize(A, dim=1)
-
-
 def _centred_unit(U, mean):
     """Unit rows ``U`` centred on ``mean`` (when given) and scaled to unit length again."""
-    return U if mean is None else _unit(U - mean)
+    return U if mean is None else unit_rows(U - mean)
 
 
 class RCSLSAligner(BaseAligner):
@@ -39,10 +35,9 @@ class RCSLSAligner(BaseAligner):
     more similar to its own target than to the target rows crowding around it, and each
     target more similar to its own source than to the mapped source rows crowding around
     it (CSLS, Conneau et al. 2018, made a training loss).  Starting from orthogonal
-    Procrustes, full-batch gradient steps lower that loss.  Where retrieval is the use,
-    this beats the closed forms on pairs of models that differ by more than a rotation
-    (benchmarks/RESULTS.md): WordLlama -> MiniLM sentences and GloVe -> French word
-    translation, where no closed form beat Procrustes.
+    Procrustes, full-batch gradient steps lower that loss.  Where retrieval is the use, it
+    suits pairs of models that differ by more than a rotation and where no closed form does
+    better than Procrustes (:ref:`choosing_a_method`).
 
     Rows are compared as directions: ``fit`` and ``transform`` scale every row to unit
     length (and, with ``center``, centre it on the unit rows' mean and rescale), so
@@ -58,43 +53,32 @@ class RCSLSAligner(BaseAligner):
     center : "auto" or bool, default="auto"
         Centre each side's unit rows on their mean (over paired and unpaired rows) and
         rescale them to unit length before training; ``transform`` then gives each mapped
-        row the typical spread of Y's centred unit rows and adds their mean back. Neither
-        setting is best on every pair (test top-1, uncentred / centred; MNIST cnn -> cnn
-        0.693 / 0.733, cnn -> mlp 0.450 / 0.443, multilingual-e5-small -> MiniLM 0.982 /
-        0.983, e5 -> WordLlama 0.958 / 0.965, WordLlama -> MiniLM 0.936 / 0.920, GloVe ->
-        French P@1 0.281 / 0.229; benchmarks/RESULTS.md).  ``"auto"`` decides at ``fit``:
+        row the typical spread of Y's centred unit rows and adds their mean back.  Neither
+        setting is best on every pair (:ref:`centring`).  ``"auto"`` decides at ``fit``:
         both settings are trained for a quarter of ``max_iter`` steps on the pairs less a
         held-out slice (a fifth of them, at most 1,000; ``random_state`` draws it, None
         takes evenly spaced rows), scored by paired top-1 cosine retrieval of the slice,
         and the better one is trained on all pairs; uncentred is kept unless centred wins
-        by more than 0.01 (a closer call is within the noise of the short runs and the
-        slice's draw).  ``center_`` holds the choice, ``auto_scores_`` the scores.  The
-        short runs are needed: the Procrustes start does not tell (MNIST cnn -> cnn,
-        held-out top-1 of unit-row Procrustes 0.731 uncentred, 0.728 centred, while the
-        trained maps give 0.693 and 0.733 on the test rows); four steps do. ``"auto"``
-        chose the better setting on all six pairs.  Choosing costs 1.37-1.39x the CPU time
-        of the chosen setting's fit (MNIST, WordLlama -> MiniLM).  Below 100 pairs it
-        trains uncentred and warns with
-        :class:`~sklearn_compat._core.auto_settings.AutoSettingWarning`.
+        by more than ``0.01`` top-1 (a closer call is within the noise of the short runs and
+        the slice's draw).  ``center_`` holds the choice, ``auto_scores_`` the scores.  The
+        short runs are needed because the Procrustes start does not tell which setting the
+        trained map prefers; choosing costs the two short runs on top of the fit.  Below 100
+        pairs it trains uncentred and warns with
+        :class:`~sklearn_compat.exceptions.AutoSettingWarning`.
     lr : float, default=5.0
         Initial step size.  A step that raises the loss is undone and the step size halved
         (the paper's schedule), so a large value only costs a few rejected steps.
     max_iter : int, default=16
-        Full-batch gradient steps at most.  Between two sentence models 32 steps did
-        better: the held-out top-1 (a fifth of the training pairs) rose from 16 to 32 steps
-        on all three real sentence pairs measured, and on their test rows
-        multilingual-e5-small -> MiniLM went from 0.982 to 0.986 (Procrustes 0.974).
-        Retrieving among a large vocabulary (word translation against 20,000 French
-        words) the extra steps overfit the dictionary (P@1 0.281 at 16 steps, 0.269 at
-        32), hence the default.
+        Full-batch gradient steps at most.  Between two sentence models more steps (32) can
+        do better; retrieving among a large vocabulary (word translation) they overfit the
+        dictionary, hence the default.  Watch the held-out top-1 with
+        ``validation_fraction`` to set it for a pair.
     spectral_clip : bool, default=False
         Clip the singular values of the map at 1 after each step (the paper's convex
         relaxation of orthogonality: the map cannot stretch the space).  Off by default:
-        ``lr``, ``max_iter`` and this switch were chosen together on held-out pairs (a
-        fifth of the training pairs) of the real word and sentence pairs measured, where
-        the held-out top-1 plateaued after 7-16 steps from the Procrustes start and then
-        slowly fell on the word pair (the map overfits the dictionary); the clip changed
-        little there and cost 0.005-0.01 top-1 on the test rows.
+        ``lr``, ``max_iter`` and this switch were chosen together on held-out pairs of real
+        word and sentence pairs, where the clip changed little and cost a little top-1 on
+        the test rows.
     validation_fraction : float in [0, 1), default=0.0
         Share of the pairs held out to choose the step to keep (paired top-1 of the held-out
         pairs among themselves) and to stop early; 0 trains on every pair and keeps the
@@ -146,7 +130,7 @@ class RCSLSAligner(BaseAligner):
     -----
     On the query path, :class:`~sklearn_compat.neighbors.AlignedNeighbors` with its
     defaults ranks this map's queries by plain cosine (the loss already demotes crowding
-    targets; the gallery's CSLS on top cost 0.07 P@1 on the word pair) and compares them
+    targets, and the gallery's CSLS on top costs retrieval; :ref:`query_path`) and compares them
     centred exactly when ``center_`` is True, so it ranks as ``transform`` does or better.
 
     The neighbour sets are drawn from pools: every source row (paired rows and
@@ -235,21 +219,21 @@ class RCSLSAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
-        auto_settings.resolve_by_refit(
+        auto_choice.resolve_by_refit(
             self,
             X,
             Y,
             {"center": "center_"},
             [{"center": False}, {"center": True}],
             {"center": False},
-            chooser=lambda options, X_, Y_, _: auto_settings.choose_by_refit(
+            chooser=lambda options, X_, Y_, _: refit_choice.choose_by_refit(
                 self,
                 X_,
                 Y_,
                 options,
                 shared_params=self._candidate_params(),
                 fit_params={"X_unpaired": X_unpaired, "Y_unpaired": Y_unpaired},
-                margin=auto_settings.TRAINED_MARGIN,
+                margin=refit_choice.TRAINED_MARGIN,
             ),
         )
         X, Y = self._validate_pair(X, Y, reset=True)
@@ -259,7 +243,7 @@ class RCSLSAligner(BaseAligner):
         n = X.shape[0]
         held_out = self._held_out(n)
         f32 = torch.float32
-        S, T = _unit(to_torch(sources, device, f32)), _unit(to_torch(targets, device, f32))
+        S, T = unit_rows(to_torch(sources, device, f32)), unit_rows(to_torch(targets, device, f32))
         mean_x = mean_y = None
         spread = 1.0
         if self.center_:
@@ -288,7 +272,7 @@ class RCSLSAligner(BaseAligner):
 
     def _centred(self):
         # The setting in force (models saved before "auto" existed have no center_).
-        return bool(auto_settings.resolve(self.center, "center_", self, False))
+        return bool(auto_choice.resolve(self.center, "center_", self, False))
 
     def _held_out(self, n):
         """Row numbers of the held-out pairs (none when too few pairs to spare them)."""
@@ -350,7 +334,7 @@ class RCSLSAligner(BaseAligner):
         """``AlignedNeighbors`` ranks this map's queries by cosine (``csls_k="auto"``).
 
         The loss already demotes the targets that crowd around the mapped rows; the
-        gallery's own crowding on top of it over-corrects (benchmarks/RESULTS.md).
+        gallery's own crowding on top of it over-corrects.
         """
         return False
 
@@ -374,17 +358,16 @@ class RCSLSAligner(BaseAligner):
         T = to_torch(X, device, dtype)
         centred = self._centred()
         mean = to_torch(self.mean_x_, device, dtype) if centred else None
-        Z = _centred_unit(_unit(T), mean) @ to_torch(self.W_, device, dtype)
+        Z = _centred_unit(unit_rows(T), mean) @ to_torch(self.W_, device, dtype)
         if centred:
             # The map was trained on directions (centred unit targets): give each mapped row
             # the typical spread of Y's centred unit rows before adding their mean back,
             # so that the mean weighs as it does in Y.
-            Z = _unit(Z) * self.spread_y_
+            Z = unit_rows(Z) * self.spread_y_
             Z = Z + to_torch(self.mean_y_, device, dtype)
         return Z.cpu().numpy()
 
 
 def _paired_top1(Z, Y):
     """Share of rows of Z whose most similar row of Y (cosine) is their own partner."""
-    ranks = paired_ranks(Z.cpu().numpy(), Y.cpu().numpy(), device=Z.device)
-    return float(np.mean(ranks == 0))
+    return paired_topk_share(Z.cpu().numpy(), Y.cpu().numpy(), device=Z.device)

@@ -9,7 +9,7 @@ from sklearn.base import _fit_context, clone
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import fitted_choices
 from ._core.base import BaseAligner
 from ._core.csls import mutual_csls_pairs
 from ._core.few_pairs import UnderdeterminedFitWarning
@@ -61,10 +61,8 @@ class RefinedProcrustesAligner(BaseAligner):
         first fit on the given pairs (held-out paired top-1, see the estimator), and
         every round refits with that choice: the induced pairs are the map's own
         guesses, so they are not asked again.  ``center_``, ``normalize_`` (or the
-        estimator's other choices) and ``auto_scores_`` hold the choice; against the
-        best of the four explicit Whitened settings the default was within 0.003 top-1
-        on the six real pairs of benchmarks/RESULTS.md (MNIST, three sentence pairs,
-        GloVe -> French), at 0.96-1.26x the fit time of the chosen setting.
+        estimator's other choices) and ``auto_scores_`` hold the choice.  How that choice
+        compares with the best explicit setting after refinement: :ref:`benchmarks`.
     n_refinements : int, default=5
         Rounds of induction and refitting (MUSE uses 5).  0 fits ``estimator`` on the
         given pairs only.  Rounds stop early once the induced dictionary repeats.
@@ -182,7 +180,7 @@ class RefinedProcrustesAligner(BaseAligner):
         # by every round: the induced pairs are the map's own guesses, and a setting that
         # changed between rounds would change the dictionary it induces.
         base = clone(base).set_params(**chosen_settings(current, base))
-        for name in auto_settings.CHOICE_ATTRIBUTES:
+        for name in fitted_choices.CHOICE_ATTRIBUTES:
             self.__dict__.pop(name, None)
             if hasattr(current, name):
                 setattr(self, name, getattr(current, name))

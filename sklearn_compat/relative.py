@@ -15,7 +15,7 @@ from sklearn.utils.validation import (
 
 from ._core.backend import as_numpy_input, checked_input, one_line_errors, resolve_device
 from ._core.ranking import l2_normalize
-from ._core.validation import check_row_labels
+from ._core.validation import NumbersNotBoolsMixin, check_row_labels
 from ._relative.anchors import (
     farthest_point_anchors,
     kmeans_anchors,
@@ -44,7 +44,7 @@ AUTO_ANCHORS_PER_FEATURE = 2
 CENTRED_SIMILARITIES = ("cosine", "dot")
 
 
-class RelativeAnchorEncoder(TransformerMixin, BaseEstimator):
+class RelativeAnchorEncoder(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
     """Represent each embedding by its similarities to a set of anchor items.
 
     Two models that embed the same anchor items produce comparable relative vectors, so a
@@ -62,13 +62,12 @@ class RelativeAnchorEncoder(TransformerMixin, BaseEstimator):
     n_anchors : int or "auto", default="auto"
         Number of anchors ``m``, the width of the output (ignored when ``anchors`` is an
         array of indices).  ``"auto"`` follows the width ``d`` of the fitted space:
-        ``m = min(2 d, n_samples)``.  Moschella et al.'s rule of thumb is ``m >= d``; on a
-        real upgrade pair (multilingual-e5-small -> all-MiniLM-L6-v2, d = 384, centred)
-        relative vectors matched across the two spaces at paired top-1 0.59-0.62 with 128
-        anchors, 0.72-0.73 with d and 0.77-0.78 with 2 d (benchmarks/RESULTS.md).  An
-        integer may not exceed the number of rows given to ``fit``: anchors are distinct
-        items (or mixtures over at most that many items), and silently clipping it would
-        change the output width that downstream heads are built for.
+        ``m = min(2 d, n_samples)``.  Moschella et al.'s rule of thumb is ``m >= d``; more
+        anchors than that still make two spaces' relative vectors of the same item match
+        better (:ref:`relative_stitching`).  An integer may not exceed the number of rows
+        given to ``fit``: anchors are distinct items (or mixtures over at most that many
+        items), and silently clipping it would change the output width that downstream
+        heads are built for.
     anchors : {"random", "stratified", "kmeans", "kmeans_mixture", "fps", "param"} or \
 array-like of int, default="random"
         How anchors are chosen:
@@ -98,13 +97,15 @@ array-like of int, default="random"
         space's parallel rows), so each space is centred by its own mean.  Many models put
         every embedding near one common direction (E5-style text models, ReLU features);
         uncentred cosines to anchors are then all close to 1 and two such spaces'
-        relative vectors stop matching (paired top-1 0.001 on the pair above, 0.77-0.80
-        centred, with the default number of anchors).  ``fit`` warns with
-        :class:`~sklearn_compat.metrics.AnisotropyWarning` when ``center=False`` meets a
-        space whose
-        :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm`` exceeds 0.5.  No effect
-        on ``"euclidean"`` (translation invariant) or ``"wip"`` (centred already).  Models
-        saved before this parameter existed load with ``center=False``, as they were.
+        relative vectors stop matching.  ``fit`` warns with
+        :class:`~sklearn_compat.exceptions.AnisotropyWarning` when ``center=False`` meets a
+        space whose :func:`~sklearn_compat.metrics.anisotropy` ``mean_norm`` exceeds one
+        half.  No effect on ``"euclidean"`` (translation invariant) or ``"wip"`` (centred
+        already).
+
+        .. versionchanged:: 0.1
+           ``center`` was added; models saved before it existed load with
+           ``center=False``, as they were.
     shrinkage : float in [0, 1], "ledoit_wolf" or "oas", default="ledoit_wolf"
         WIP only: ``Sigma_lam = (1 - lam) Sigma + lam tr(Sigma)/d I (+ eps)``; the strings
         estimate ``lam`` with scikit-learn's Ledoit-Wolf or OAS formulas.
@@ -117,38 +118,18 @@ array-like of int, default="random"
         None keeps the similarities themselves; ``"standard"`` standardises each anchor
         column with the mean and standard deviation measured on the X given to ``fit``
         (or, for the other space, to :meth:`rebase`).  ``"l2"`` is the default because
-        zero-shot stitching needs it most: a head (``LogisticRegression()``) trained on
-        one model's relative vectors and applied to another's, random anchors and the
-        other defaults, accuracy over 45 WordNet classes (MNIST: 10 digits), mean of 3
-        anchor draws, None / ``"l2"`` / ``"standard"``:
+        zero-shot stitching (a head trained on one model's relative vectors, applied to
+        another's) needs it most: where two spaces' relative vectors differ in length, unit
+        rows undo the difference.  No rule read from the data chooses better, so there is
+        no ``"auto"``.  Standardised columns weigh every anchor alike, so a head fits the
+        first model's idiosyncrasies more closely and transfers worse; but ``"standard"``
+        matches the two spaces' relative vectors of the same item best: choose it for
+        cross-space retrieval of relative vectors.  Measurements of each setting on real
+        pairs: :ref:`relative_stitching`.
 
-        - the five pairs the default was first chosen on: MNIST cnn -> cnn
-          0.939 / 0.942 / 0.936, cnn -> mlp 0.937 / 0.930 / 0.932, WordLlama -> MiniLM
-          0.229 / 0.231 / 0.114, multilingual-e5-small -> MiniLM 0.566 / 0.556 / 0.449,
-          e5 -> WordLlama 0.543 / 0.521 / 0.431;
-        - five pairs built afterwards, with a GloVe bag-of-words model (GloVe-BoW):
-          MiniLM -> GloVe-BoW 0.243 / 0.252 / 0.135, GloVe-BoW -> MiniLM
-          0.372 / 0.409 / 0.328, GloVe-BoW -> WordLlama 0.199 / 0.266 / 0.155,
-          MiniLM -> e5 0.529 / 0.528 / 0.456, WordLlama -> GloVe-BoW
-          0.191 / 0.320 / 0.217.
-
-        ``"l2"`` is within 0.01 of the best setting on nine pairs of ten and 0.022 below
-        it on e5 -> WordLlama.  None, the default before, lost up to 0.129 where the two
-        spaces' relative vectors differ in length (2.5-3x on the GloVe pairs), which unit
-        rows undo.  No setting read from the data did better: rescaling only the other
-        space's vectors at :meth:`rebase` (to the fitted space's norm, or its column
-        moments as in Maiorca et al., NeurIPS 2023) lost 0.013-0.021 on e5 -> WordLlama,
-        and choosing ``"l2"`` by the spread of the fitted space's relative row norms
-        failed GloVe-BoW -> WordLlama by 0.067 (benchmarks/RESULTS.md,
-        ``benchmarks/relative_stitching.py``, ``relative_stitching_variants.py``).
-        Standardised columns weigh every anchor alike, so a head fits the first model's
-        idiosyncrasies more closely and transfers worse; but ``"standard"`` matches the
-        two spaces' relative vectors of the same item best (paired top-1 0.812 against
-        0.771 on e5 -> MiniLM): choose it for cross-space retrieval of relative vectors.
-        A head that standardises its input itself (``StandardScaler`` +
-        ``LogisticRegression``) is within 0.01 of its best with ``"l2"`` on seven pairs
-        of ten (None: five); its worst is MiniLM -> GloVe-BoW, 0.144 against None's
-        0.235.  Models saved with another setting keep it when loaded.
+        .. versionchanged:: 0.1
+           The default changed from None to ``"l2"``; models saved with another setting
+           keep it when loaded.
     n_support : int, default=None
         ``"param"``: number of support rows ``k`` the anchors mix (default
         ``min(n_samples, 4 m)``).  ``"kmeans_mixture"``: each anchor averages the
@@ -227,9 +208,9 @@ array-like of int, default="random"
     distinct support rows and are trained with Adam on minibatches of the parallel rows of
     X and every array in ``parallel`` (the "banks"), minimising a weighted sum of soft
     Jaccard, Barlow Twins and alignment + uniformity losses between the banks' relative
-    vectors and an anchor-cohesion term; the definitions and default weights are in
-    :mod:`sklearn_compat._relative.mixtures`.  Without ``parallel`` only uniformity and
-    cohesion apply.
+    vectors and an anchor-cohesion term; the definitions and default weights are in the
+    module docstring of ``sklearn_compat._relative.mixtures``.  Without ``parallel`` only
+    uniformity and cohesion apply.
 
     ``transform`` is one GEMM against a (d, m) matrix prepared from the anchors and the
     fitted statistics, computed in row blocks of bounded memory on ``device``.
@@ -317,7 +298,7 @@ array-like of int, default="random"
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, parallel=None):
+    def fit(self, X, y=None, *, parallel=None):
         """Choose (or learn) the anchors in X's space and record its statistics.
 
         Parameters

@@ -8,14 +8,15 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_settings
+from ._core import auto_choice, holdout, moment_choice
 from ._core.backend import apply_affine, is_dask_collection
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
 from ._core.pair_stats import batch_moments
+from ._core.ranking import unit_rows
 from ._core.row_space import is_wide, row_stats, thin_whitened
 from ._core.validation import pick_target
-from ._core.whitening import multi_step_map, unit_rows
+from ._core.whitening import multi_step_map
 from ._core.wide_choice import SplitRows, candidate_stats, whitened_held_products
 
 __all__ = ["WhitenedProcrustesAligner"]
@@ -38,9 +39,8 @@ class WhitenedProcrustesAligner(BaseAligner):
     ``U S V^T`` the SVD of the whitened cross-covariance (``S`` are the canonical
     correlations): it whitens X, rotates it onto whitened Y and gives it Y's covariance.
     For noise-free ``Y = X A`` with any invertible ``A`` it recovers ``A`` exactly, where
-    plain Procrustes recovers only orthogonal maps.  On real pairs of differently trained
-    models, whose spaces differ by more than a rotation, it retrieves markedly better
-    than Procrustes (see ``benchmarks/RESULTS.md``).
+    plain Procrustes recovers only orthogonal maps, so it suits pairs of differently
+    trained models whose spaces differ by more than a rotation (:ref:`choosing_a_method`).
 
     Parameters
     ----------
@@ -55,11 +55,9 @@ class WhitenedProcrustesAligner(BaseAligner):
         scores the four combinations with ``normalize`` by paired top-1 cosine retrieval
         on held-out training rows (five folds of up to 1,000 rows, each map solved from
         the statistics of the other rows: no refits) and fits on all rows with the best;
-        ``center_`` holds the choice.  The paper's setting (both on) is not best
-        everywhere: on MNIST cnn -> cnn raw centred rows retrieve better (0.890 against
-        0.880), on GloVe -> French words uncentred ones (0.171 against 0.153); see
-        benchmarks/RESULTS.md.  Fewer than 100 rows: both True, with an
-        :class:`~sklearn_compat._core.auto_settings.AutoSettingWarning`.
+        ``center_`` holds the choice.  The paper's setting (both on) is not best on every
+        pair, hence the choice (:ref:`centring`).  Fewer than 100 rows: both True, with an
+        :class:`~sklearn_compat.exceptions.AutoSettingWarning`.
     whiten : bool, default=True
         Whiten each side by the inverse square root of its covariance.  False reduces the
         map to Procrustes (with ``reweight=0``).
@@ -191,12 +189,12 @@ class WhitenedProcrustesAligner(BaseAligner):
         Y = pick_target(Y, y)
         wide = bool(self.whiten) and is_wide(X, Y, sample_weight)
         chooser = self._choose_wide if wide else self._choose_from_moments
-        sample = auto_settings.wide_solve_sample(X, Y, sample_weight, self.random_state)
+        sample = holdout.wide_solve_sample(X, Y, sample_weight, self.random_state)
         if self.whiten and sample is not None:
             # Wide solves, more rows than columns: candidates scored in the row space on a
             # sample of rows; the chosen setting is fitted on every row below.
-            chooser = auto_settings.sampled_chooser(self._choose_wide, sample)
-        setting = auto_settings.resolve_by_refit(
+            chooser = auto_choice.sampled_chooser(self._choose_wide, sample)
+        setting = auto_choice.resolve_by_refit(
             self,
             X,
             Y,
@@ -217,7 +215,7 @@ class WhitenedProcrustesAligner(BaseAligner):
             # The choice read every row: its statistics of the chosen form are the fit's
             # (Dask input keeps its own pass, which also records its feature names).
             if not center:
-                statistics = auto_settings.uncentred_stats(statistics)
+                statistics = moment_choice.uncentred_stats(statistics)
             return self._fit_statistics(statistics, center, int(np.shape(X)[0]))
         options = {"centered": center, "need_gram": True, "stats_dtype": np.float64}
         # A second, throwaway aligner reduces (Y, X) for Y's covariance, so that both
@@ -264,10 +262,10 @@ class WhitenedProcrustesAligner(BaseAligner):
         (no d_x x d_y map is formed), then scored by paired top-1.  Uncentred candidates
         are dropped where the rows they would see have no common offset (centring then
         changes nothing)."""
-        X, Y = auto_settings.all_rows(X), auto_settings.all_rows(Y)
+        X, Y = holdout.all_rows(X), holdout.all_rows(Y)
         w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
         flat = {
-            normalize: auto_settings.negligible_row_offsets(
+            normalize: moment_choice.negligible_row_offsets(
                 *((unit_rows(X), unit_rows(Y)) if normalize else (X, Y)), w
             )
             for normalize in {option["normalize"] for option in options}
@@ -275,7 +273,7 @@ class WhitenedProcrustesAligner(BaseAligner):
         kept = [o for o in options if o["center"] or not flat[o["normalize"]]] or options
         if len(kept) == 1:
             return kept[0], {}
-        folds = auto_settings.holdout_folds(len(X), self.random_state)
+        folds = holdout.holdout_folds(len(X), self.random_state)
         if folds is None:
             return None, {}
         held = folds[0]
@@ -291,14 +289,14 @@ class WhitenedProcrustesAligner(BaseAligner):
             stats = candidate_stats(split.kept, **option)
             # A score, not the map: float32 halves the candidates' solves.
             products = whitened_held_products(split, stats, **option, **solver, dtype=np.float32)
-            label = auto_settings.params_label(option)
-            scores[label] = [auto_settings.top1_of_similarities(products / norms)]
+            label = holdout.params_label(option)
+            scores[label] = [holdout.top1_of_similarities(products / norms, Y[held])]
         self._split = split
-        by_label = {auto_settings.params_label(o): o for o in kept}
-        return by_label[auto_settings.pick(scores)], {k: v[0] for k, v in scores.items()}
+        by_label = {holdout.params_label(o): o for o in kept}
+        return by_label[holdout.pick(scores)], {k: v[0] for k, v in scores.items()}
 
     def _choose_from_moments(self, options, X, Y, sample_weight):
-        return auto_settings.choose_from_moments(
+        return moment_choice.choose_from_moments(
             self,
             X,
             Y,
@@ -327,18 +325,18 @@ class WhitenedProcrustesAligner(BaseAligner):
         return multi_step_map(gram_x, gram_y, cross, **self._solver_options(*cross.shape, n_rows))
 
     def _candidate_map(self, stats, option):
-        """The map of one candidate setting from centred statistics (see auto_settings):
-        in float32 from :data:`~._core.auto_settings.WIDE_SOLVE` columns on (a score, not
+        """The map of one candidate setting from centred statistics (see moment_choice):
+        in float32 from :data:`~._core.holdout.WIDE_SOLVE` columns on (a score, not
         the map; the chosen setting is refitted in float64)."""
         if not option["center"]:
-            stats = auto_settings.uncentred_stats(stats)
+            stats = moment_choice.uncentred_stats(stats)
         cross = stats["cross"]
         W = multi_step_map(
             stats["gram_x"],
             stats["gram_y"],
             cross,
             **self._solver_options(*cross.shape, stats["weight"]),
-            dtype=auto_settings.scoring_dtype(min(cross.shape), cross),
+            dtype=holdout.scoring_dtype(min(cross.shape), cross),
         ).W
         if not option["center"]:
             return W, np.zeros(W.shape[1])
@@ -346,7 +344,7 @@ class WhitenedProcrustesAligner(BaseAligner):
 
     def _normalize(self):
         # The setting in force (models saved before "auto" existed have no normalize_).
-        return bool(auto_settings.resolve(self.normalize, "normalize_", self, True))
+        return bool(auto_choice.resolve(self.normalize, "normalize_", self, True))
 
     def _fit_wide(self, X, Y, sample_weight, center, normalize, split=None):
         """Fewer rows than dimensions: the same map, solved in the row space (from the

@@ -275,3 +275,34 @@ def test_reduced_rank_is_the_best_fit_of_that_rank(rng):
     naive = W @ Vt[:2].T @ Vt[:2]
     assert np.linalg.matrix_rank(low.W_) == 2
     assert np.sum((X @ low.W_ - Y) ** 2) <= np.sum((X @ naive - Y) ** 2) + 1e-9
+
+
+def test_the_intercept_choice_is_fit_intercept_(rng, tmp_path):
+    """The parameter is fit_intercept, so its fitted choice is fit_intercept_; center_
+    stays an alias, and models that saved the choice as center_ still load and map."""
+    import pickle
+
+    import skops.io
+
+    from sklearn_compat.io import load_model, model_fingerprint
+
+    X = rng.normal(size=(300, 5)) + 3.0
+    Y = X @ rng.normal(size=(5, 4)) + 2.0 + 0.1 * rng.normal(size=(300, 4))
+    auto = AffineAligner().fit(X, Y)
+    assert isinstance(auto.fit_intercept_, bool) and auto.center_ is auto.fit_intercept_
+    assert AffineAligner(fit_intercept=False).fit(X, Y).fit_intercept_ is False
+    chosen = model_fingerprint(auto)["chosen"]
+    assert chosen["fit_intercept_"] == auto.fit_intercept_ and "center_" not in chosen
+    assert not hasattr(AffineAligner(), "center_")
+    # A model saved by an earlier release: its state holds center_ only.
+    for chose in (True, False):
+        old = AffineAligner(fit_intercept=chose).fit(X, Y).set_params(fit_intercept="auto")
+        old.__dict__["center_"] = old.__dict__.pop("fit_intercept_")
+        skops.io.dump(old, tmp_path / "old.skops")
+        for loaded in (pickle.loads(pickle.dumps(old)), load_model(tmp_path / "old.skops")):
+            assert loaded.fit_intercept_ is chose and loaded.center_ is chose
+            assert "center_" not in vars(loaded)
+            np.testing.assert_allclose(loaded.transform(X[:5]), X[:5] @ old.W_ + old.bias_)
+            # partial_fit continues with the choice the old model made.
+            loaded.partial_fit(X[:50], Y[:50])
+            assert loaded.fit_intercept_ is chose

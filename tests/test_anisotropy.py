@@ -16,13 +16,7 @@ from scipy.stats import ortho_group
 from sklearn_compat import OrthogonalProcrustesAligner, RelativeAnchorEncoder
 from sklearn_compat.metrics import AnisotropyWarning, anisotropy, paired_topk_accuracy
 
-
-def _brute_force(X):
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    U = np.where(norms > 0, X / np.where(norms > 0, norms, 1.0), 0.0)
-    C = U @ U.T
-    n = len(X)
-    return np.linalg.norm(U.mean(axis=0)), (C.sum() - np.trace(C)) / (n * (n - 1))
+from _helpers import brute_force_anisotropy
 
 
 def _planted_pair(rng, n=600, d=24, offset_new=6.0, offset_old=0.5, noise=0.05):
@@ -41,7 +35,7 @@ def _planted_pair(rng, n=600, d=24, offset_new=6.0, offset_old=0.5, noise=0.05):
 def test_anisotropy_matches_brute_force(rng, shift):
     X = rng.normal(size=(300, 10)) + shift
     X[7] = 0.0  # an all-zero row: cosine 0 to everything
-    mean_norm, mean_cosine = _brute_force(X)
+    mean_norm, mean_cosine = brute_force_anisotropy(X)
     stats = anisotropy(X)
     assert set(stats) == {"mean_norm", "mean_cosine"}
     assert stats["mean_norm"] == pytest.approx(mean_norm, abs=1e-12)
@@ -52,7 +46,7 @@ def test_anisotropy_sample_is_exact_for_the_rows_drawn(rng):
     X = rng.normal(size=(500, 6)) + 1.0
     stats = anisotropy(X, n_samples=100, random_state=4)
     rows = np.sort(np.random.RandomState(4).choice(500, size=100, replace=False))
-    assert stats["mean_cosine"] == pytest.approx(_brute_force(X[rows])[1], abs=1e-12)
+    assert stats["mean_cosine"] == pytest.approx(brute_force_anisotropy(X[rows])[1], abs=1e-12)
     assert anisotropy(X, n_samples=100, random_state=4) == stats
     assert stats != anisotropy(X, n_samples=None)
 

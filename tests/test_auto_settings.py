@@ -16,13 +16,10 @@ from sklearn_compat import (
     ResidualAdapterAligner,
     WhitenedProcrustesAligner,
 )
-from sklearn_compat._core.auto_settings import (
-    TRAINED_MARGIN,
-    AutoSettingWarning,
-    holdout_folds,
-    paired_top1,
-    query_comparison_form,
-)
+from sklearn_compat._core.holdout import holdout_folds, paired_top1, top1_of_similarities
+from sklearn_compat._core.refit_choice import TRAINED_MARGIN
+from sklearn_compat._neighbors_policy import query_comparison_form
+from sklearn_compat.exceptions import AutoSettingWarning
 from sklearn_compat.io import model_fingerprint
 
 
@@ -118,11 +115,28 @@ def test_too_few_rows_warn_and_fall_back(rng):
     assert affine.center_ is True
 
 
-def test_constant_columns_warn(rng):
-    X = np.tile(rng.normal(size=(1, 5)), (300, 1)) + 1.0
-    Y = rng.normal(size=(300, 5))
-    with pytest.warns(AutoSettingWarning, match="every column of X or of Y is constant"):
-        OrthogonalProcrustesAligner().fit(X, Y)
+@pytest.mark.parametrize(
+    "cls", [OrthogonalProcrustesAligner, AffineAligner, WhitenedProcrustesAligner]
+)
+@pytest.mark.parametrize("constant", ["X", "Y"])
+def test_constant_columns_warn(rng, cls, constant):
+    # Every closed form's "auto" says so, by Procrustes' rule (Affine and Whitened used to
+    # take their first candidate silently).
+    C = np.tile(rng.normal(size=(1, 5)), (300, 1)) + 1.0
+    V = rng.normal(size=(300, 5))
+    X, Y = (C, V) if constant == "X" else (V, C)
+    with pytest.warns(AutoSettingWarning, match="every column of X or of Y is constant") as got:
+        cls().fit(X, Y)
+    assert not [w for w in got if issubclass(w.category, RuntimeWarning)]  # no NaN scale
+    # An explicit setting is not a choice: nothing to warn about.
+    explicit = {"fit_intercept": True} if cls is AffineAligner else {"center": True}
+    if cls is WhitenedProcrustesAligner:
+        explicit["normalize"] = True
+    if cls is OrthogonalProcrustesAligner:
+        explicit["scale"] = "spread"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutoSettingWarning)
+        cls(**explicit).fit(X, Y)
 
 
 def test_constant_columns_warn_through_rounding(rng):
@@ -367,3 +381,47 @@ def test_query_path_is_faithful_on_real_features(mnist_features, make, n_train):
     search = AlignedNeighbors(aligner, n_neighbors=1).fit(Y[test])
     hits = search.kneighbors(X[test], return_distance=False)[:, 0] == np.arange(len(test))
     assert float(np.mean(hits)) >= _top1_by_transform(aligner, X[test], Y[test]) - 0.005
+
+
+def test_the_former_auto_settings_module_still_names_what_it_held():
+    # Split by idea (issue 33); code and citations that import the old path keep working.
+    from sklearn_compat import _neighbors_policy
+    from sklearn_compat._core import auto_settings, fitted_choices, holdout, moment_choice
+
+    assert auto_settings.holdout_folds is holdout.holdout_folds
+    assert auto_settings.choose_procrustes_setting is moment_choice.choose_procrustes_setting
+    assert auto_settings.query_path_scores is _neighbors_policy.query_path_scores
+    assert auto_settings.fitted_choices is fitted_choices.fitted_choices
+    assert auto_settings.AutoSettingWarning is AutoSettingWarning
+    for name in auto_settings.__all__:
+        assert getattr(auto_settings, name) is not None
+
+
+@pytest.mark.parametrize(
+    "cls", [OrthogonalProcrustesAligner, AffineAligner, WhitenedProcrustesAligner]
+)
+def test_duplicated_rows_do_not_blind_the_choice(rng, cls):
+    """A table exported twice: held-out rows tie with their own copies.  The copies of a
+    row's target are its answer, not competitors, so the candidates keep their scores
+    (they used to fall to about 0, and the first was taken whatever its merit)."""
+    X, Y = _anisotropic_pair(rng, n=300)
+    once = cls().fit(X, Y)
+    thrice = cls().fit(np.concatenate([X, X, X]), np.concatenate([Y, Y, Y]))
+    assert thrice.auto_scores_.keys() == once.auto_scores_.keys()
+    for label, score in once.auto_scores_.items():
+        assert thrice.auto_scores_[label] == pytest.approx(score, abs=0.05), label
+    assert max(thrice.auto_scores_.values()) > 0.9
+    chosen = [name for name in ("center_", "fit_intercept_", "scale_mode_", "normalize_")
+              if name in vars(once)]  # fmt: skip
+    assert {n: vars(thrice)[n] for n in chosen} == {n: vars(once)[n] for n in chosen}
+
+
+def test_copies_of_a_target_are_not_its_competitors():
+    sims = np.array([[0.9, 0.9, 0.1], [0.9, 0.9, 0.1], [0.2, 0.3, 0.8]])
+    assert top1_of_similarities(sims) == pytest.approx(1 / 3)  # rows 0 and 1 tie
+    targets = np.array([[1.0, 2.0], [1.0, 2.0], [3.0, 4.0]])  # rows 0 and 1: one target
+    assert top1_of_similarities(sims, targets) == 1.0
+    # A distinct target that ties still counts against the row.
+    assert top1_of_similarities(sims, targets + [[0, 0], [0, 1e-9], [0, 0]]) == pytest.approx(
+        1 / 3
+    )

@@ -14,29 +14,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import ortho_group
 
 from sklearn_compat.cli import main
 from sklearn_compat.io import ColumnSpec, OutputLayout, load_model, read_table, write_table
+
+from _helpers import planted_pair
 
 ROOT = Path(__file__).resolve().parents[1]
 N, D_X, D_Y = 120, 6, 8
 
 
 @pytest.fixture
-def planted(rng):
+def planted_table(rng):
     """Paired embeddings with an exact orthogonal map (orthonormal rows) between them."""
-    X = rng.normal(size=(N, D_X)).astype(np.float32)
-    Q = ortho_group.rvs(D_Y, random_state=0)[:D_X]
-    Y = (X.astype(np.float64) @ Q).astype(np.float32)
+    X, Y, Q = planted_pair(rng, N, D_X, D_Y, dtype=np.float32)
     ids = np.array([f"item{i:03d}" for i in range(N)])
     return ids, X, Y, Q
 
 
-def write_pair(tmp_path, planted, src_fmt, tgt_fmt, src_form="columns", tgt_form="list"):
+def write_pair(tmp_path, planted_table, src_fmt, tgt_fmt, src_form="columns", tgt_form="list"):
     """Source: all items in order.  Target: 10 source items missing, 5 extra items, and
     the rows shuffled, so only a join on the ids can pair them."""
-    ids, X, Y, _ = planted
+    ids, X, Y, _ = planted_table
     rng = np.random.default_rng(1)
     keep = rng.permutation(N)[: N - 10]
     extra_ids = np.array([f"other{i}" for i in range(5)])
@@ -106,9 +105,11 @@ def fit(capsys, src, tgt, model, *extra):
         ("parquet", "columns", "parquet", "columns"),
     ],
 )
-def test_fit_transform_evaluate(tmp_path, capsys, planted, src_fmt, src_form, tgt_fmt, tgt_form):
-    ids, X, Y, Q = planted
-    src, tgt = write_pair(tmp_path, planted, src_fmt, tgt_fmt, src_form, tgt_form)
+def test_fit_transform_evaluate(
+    tmp_path, capsys, planted_table, src_fmt, src_form, tgt_fmt, tgt_form
+):
+    ids, X, Y, Q = planted_table
+    src, tgt = write_pair(tmp_path, planted_table, src_fmt, tgt_fmt, src_form, tgt_form)
     model = tmp_path / "model.skops"
     code, out, err = fit(capsys, src, tgt, model)
     assert code == 0, err
@@ -219,8 +220,8 @@ def test_real_features_agree_with_the_api(tmp_path, capsys, mnist_features):
     assert expected > 0.5  # a real alignment, not chance (0.001)
 
 
-def test_evaluate_table_and_fit_json(tmp_path, capsys, planted):
-    src, tgt = write_pair(tmp_path, planted, "parquet", "parquet")
+def test_evaluate_table_and_fit_json(tmp_path, capsys, planted_table):
+    src, tgt = write_pair(tmp_path, planted_table, "parquet", "parquet")
     model = tmp_path / "m.skops"
     code, out, _ = fit(capsys, src, tgt, model, "--json", "--center")
     assert code == 0
@@ -234,8 +235,8 @@ def test_evaluate_table_and_fit_json(tmp_path, capsys, planted):
     assert float(table["top1"]) == 1.0 and table["pairs"] == "110"
 
 
-def test_evaluate_with_labels_in_the_shuffled_target(tmp_path, capsys, planted):
-    ids, X, Y, _ = planted
+def test_evaluate_with_labels_in_the_shuffled_target(tmp_path, capsys, planted_table):
+    ids, X, Y, _ = planted_table
     labels = np.arange(N) % 4
     noisy = Y + np.random.default_rng(5).normal(scale=0.3, size=Y.shape).astype(np.float32)
     src = tmp_path / "src.parquet"
@@ -289,8 +290,8 @@ def test_evaluate_with_labels_in_the_shuffled_target(tmp_path, capsys, planted):
     )
 
 
-def test_transform_in_small_batches_matches_one_batch(tmp_path, capsys, planted):
-    src, tgt = write_pair(tmp_path, planted, "csv", "parquet")
+def test_transform_in_small_batches_matches_one_batch(tmp_path, capsys, planted_table):
+    src, tgt = write_pair(tmp_path, planted_table, "csv", "parquet")
     model = tmp_path / "m.skops"
     assert fit(capsys, src, tgt, model)[0] == 0
     outputs = []
@@ -316,8 +317,8 @@ def test_transform_in_small_batches_matches_one_batch(tmp_path, capsys, planted)
     assert outputs[0].splitlines()[1].startswith("item000,")
 
 
-def test_progress_bar_on_a_terminal(tmp_path, capsys, planted, monkeypatch):
-    src, tgt = write_pair(tmp_path, planted, "npy", "npy", "list", "list")
+def test_progress_bar_on_a_terminal(tmp_path, capsys, planted_table, monkeypatch):
+    src, tgt = write_pair(tmp_path, planted_table, "npy", "npy", "list", "list")
     model = tmp_path / "m.skops"
     assert fit(capsys, src, tgt, model)[0] == 0
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
@@ -354,10 +355,10 @@ def test_progress_bar_on_a_terminal(tmp_path, capsys, planted, monkeypatch):
     assert code == 0 and "rows/s" not in err
 
 
-def test_interrupt_leaves_nothing(tmp_path, capsys, planted, monkeypatch):
+def test_interrupt_leaves_nothing(tmp_path, capsys, planted_table, monkeypatch):
     from sklearn_compat.cli import _commands as _cli_commands
 
-    src, tgt = write_pair(tmp_path, planted, "parquet", "parquet")
+    src, tgt = write_pair(tmp_path, planted_table, "parquet", "parquet")
     model = tmp_path / "m.skops"
     assert fit(capsys, src, tgt, model)[0] == 0
     calls = []
@@ -387,9 +388,9 @@ def test_interrupt_leaves_nothing(tmp_path, capsys, planted, monkeypatch):
     assert no_output_left(tmp_path, "o.parquet")
 
 
-def test_transform_changes_form_on_request(tmp_path, capsys, planted):
-    ids, X, Y, _ = planted
-    src, tgt = write_pair(tmp_path, planted, "csv", "parquet")
+def test_transform_changes_form_on_request(tmp_path, capsys, planted_table):
+    ids, X, Y, _ = planted_table
+    src, tgt = write_pair(tmp_path, planted_table, "csv", "parquet")
     model = tmp_path / "m.skops"
     assert fit(capsys, src, tgt, model)[0] == 0
     out = tmp_path / "out.npy"
@@ -418,8 +419,8 @@ def test_transform_changes_form_on_request(tmp_path, capsys, planted):
     assert np.allclose(data["vec"], Y, atol=1e-5)
 
 
-def test_plain_npy_keeps_row_order(tmp_path, capsys, planted):
-    ids, X, Y, _ = planted
+def test_plain_npy_keeps_row_order(tmp_path, capsys, planted_table):
+    ids, X, Y, _ = planted_table
     np.save(tmp_path / "x.npy", X)
     np.save(tmp_path / "y.npy", Y[::-1])  # plain arrays pair by row number ...
     model = tmp_path / "m.skops"
@@ -466,8 +467,8 @@ def test_plain_npy_keeps_row_order(tmp_path, capsys, planted):
     assert Z.shape == (N, D_Y) and np.allclose(Z, Y, atol=1e-5)
 
 
-def test_joblib_model_needs_trust(tmp_path, capsys, planted):
-    src, tgt = write_pair(tmp_path, planted, "parquet", "parquet")
+def test_joblib_model_needs_trust(tmp_path, capsys, planted_table):
+    src, tgt = write_pair(tmp_path, planted_table, "parquet", "parquet")
     model = tmp_path / "m.joblib"
     assert fit(capsys, src, tgt, model)[0] == 0
     out = tmp_path / "out.parquet"
@@ -484,8 +485,8 @@ def test_joblib_model_needs_trust(tmp_path, capsys, planted):
 
 # ------------------------------------------------------------------- bad input
 @pytest.fixture
-def fitted(tmp_path, capsys, planted):
-    src, tgt = write_pair(tmp_path, planted, "csv", "parquet")
+def fitted(tmp_path, capsys, planted_table):
+    src, tgt = write_pair(tmp_path, planted_table, "csv", "parquet")
     model = tmp_path / "m.skops"
     assert fit(capsys, src, tgt, model)[0] == 0
     return src, tgt, model
@@ -561,8 +562,8 @@ def test_missing_id_column(tmp_path, capsys, fitted):
     assert_one_line_error(code, err, "tgt.parquet: no id column 'key'")
 
 
-def test_no_ids_in_common(tmp_path, capsys, planted):
-    ids, X, Y, _ = planted
+def test_no_ids_in_common(tmp_path, capsys, planted_table):
+    ids, X, Y, _ = planted_table
     write_table(tmp_path / "a.csv", ids, X, OutputLayout("columns", D_X, "id"))
     write_table(tmp_path / "b.csv", np.char.add("x", ids), Y, OutputLayout("columns", D_Y, "id"))
     code, _, err = fit(capsys, tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "m.skops")
@@ -572,8 +573,8 @@ def test_no_ids_in_common(tmp_path, capsys, planted):
     assert no_output_left(tmp_path, "m.skops")
 
 
-def test_duplicated_ids(tmp_path, capsys, planted):
-    ids, X, Y, _ = planted
+def test_duplicated_ids(tmp_path, capsys, planted_table):
+    ids, X, Y, _ = planted_table
     dup = ids.copy()
     dup[5] = dup[4]
     write_table(tmp_path / "a.parquet", dup, X, OutputLayout("list", D_X, "id"))
@@ -735,8 +736,8 @@ def test_options_that_do_not_apply(tmp_path, capsys, fitted):
     assert "argument --device: device must be" in capsys.readouterr().err
 
 
-def test_fit_with_labels(tmp_path, capsys, planted):
-    ids, X, Y, _ = planted
+def test_fit_with_labels(tmp_path, capsys, planted_table):
+    ids, X, Y, _ = planted_table
     src = tmp_path / "src.parquet"
     frame = pd.DataFrame({"id": ids, "label": np.arange(N) % 3, "vec": list(X)})
     frame.to_parquet(src)
@@ -934,9 +935,9 @@ def test_grid_table_and_plot(tmp_path, capsys, fitted):
     assert (tmp_path / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_encode_with_a_parallel_export(tmp_path, capsys, planted):
+def test_encode_with_a_parallel_export(tmp_path, capsys, planted_table):
     pytest.importorskip("sklearn_compat.relative")
-    ids, X, Y, _ = planted
+    ids, X, Y, _ = planted_table
     write_table(tmp_path / "a.parquet", ids, X, OutputLayout("list", D_X, "id"))
     order = np.random.default_rng(3).permutation(N)
     write_table(tmp_path / "b.csv", ids[order], Y[order], OutputLayout("columns", D_Y, "id"))
@@ -1190,8 +1191,8 @@ def test_grid_refuses_before_any_fit(tmp_path, capsys, fitted, extra, message):
         ("rcsls", []),
     ],
 )
-def test_fit_with_the_newer_methods(tmp_path, capsys, planted, method, extra):
-    src, tgt = write_pair(tmp_path, planted, "parquet", "npy")
+def test_fit_with_the_newer_methods(tmp_path, capsys, planted_table, method, extra):
+    src, tgt = write_pair(tmp_path, planted_table, "parquet", "npy")
     model_path = tmp_path / "m.skops"
     code, _, err = run(
         capsys,
@@ -1213,13 +1214,13 @@ def test_fit_with_the_newer_methods(tmp_path, capsys, planted, method, extra):
     assert code == 0, err
     model = load_model(model_path)  # skops, trusting only this package's types
     assert model.n_features_in_ == D_X and model.n_targets_ == D_Y
-    _, X, Y, _ = planted
+    _, X, Y, _ = planted_table
     assert model.score(X, Y) > 0.9
 
 
-def test_a_diverging_lambda_orth_fit_is_an_error_not_a_model(tmp_path, capsys, planted):
+def test_a_diverging_lambda_orth_fit_is_an_error_not_a_model(tmp_path, capsys, planted_table):
     # `fit --method lambda-orth --lr 10` used to exit 0 with a map scoring 0.009.
-    src, tgt = write_pair(tmp_path, planted, "parquet", "parquet")
+    src, tgt = write_pair(tmp_path, planted_table, "parquet", "parquet")
     model = tmp_path / "m.skops"
     code, _, err = run(
         capsys, "fit", "--method", "lambda-orth", "--source", src, "--target", tgt,

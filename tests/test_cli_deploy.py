@@ -43,7 +43,7 @@ def test_fit_writes_a_fingerprint_that_inspect_prints(pair, tmp_path, capsys):
     assert "training_ids_sha256: " + ids_digest(ids[:80]) in text
     # The parameter as given, and what "auto" chose from the data.
     assert "fit_intercept = 'auto'" in text or "fit_intercept = auto" in text
-    assert "chosen:\n  center_ = " in text
+    assert "chosen:\n  fit_intercept_ = " in text
 
 
 def test_export_command(pair, tmp_path, capsys):

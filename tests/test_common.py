@@ -76,6 +76,10 @@ PARAMS = {
         {"estimator": OrthogonalProcrustesAligner(), "n_refinements": 1, "csls_k": 2},
     ],
     "ResidualAdapterAligner": [{"hidden": 4, "max_epochs": 2, "random_state": 0}],
+    "UnpairedProcrustesAligner": [
+        {"random_state": 0},
+        {"init": "cluster_match", "n_init": 1, "max_iter": 2, "random_state": 0},
+    ],
     "RCSLSAligner": [
         {"max_iter": 3, "random_state": 0},
         {"center": False, "spectral_clip": False, "validation_fraction": 0.0, "max_iter": 2},

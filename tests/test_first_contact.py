@@ -74,20 +74,30 @@ def test_help_and_usage_errors_answer_fast():
         assert float(cpu) < 1.0, (args, cpu)
 
 
-def _readme_command_block():
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Command line") :]
+COMMAND_LINE_PAGE = ROOT / "docs" / "user_guide" / "command_line.md"
+
+
+def _command_block(page, heading):
+    """The first bash block after ``heading`` (the whole page when it is None)."""
+    text = page.read_text(encoding="utf-8")
+    section = text[text.index(heading) :] if heading else text
     return re.search(r"```bash\n(.*?)\n```", section, re.DOTALL).group(1)
 
 
-def test_readme_command_lines_run_as_typed(tmp_path):
-    """Every line of the README's command-line block, in a fresh directory.
+@pytest.mark.parametrize(
+    "page, heading",
+    [(README, "## Command line"), (COMMAND_LINE_PAGE, None)],
+    ids=["README.md", "docs/user_guide/command_line.md"],
+)
+def test_command_lines_run_as_typed(tmp_path, page, heading):
+    """Every line of the command-line block of the README and of the guide, in a fresh
+    directory.
 
     The block names the set-up's ``.venv/bin/...``; here that is this interpreter's
-    environment.  The ``grid`` line is only parsed (``--help``): cross-validating four
+    environment.  A ``grid`` line is only parsed (``--help``): cross-validating four
     lambdas takes minutes on a loaded test machine.
     """
-    block = _readme_command_block()
+    block = _command_block(page, heading)
     lines = block.splitlines()
     script_start = lines.index(".venv/bin/python - <<'PY'")
     script_end = lines.index("PY")

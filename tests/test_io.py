@@ -201,12 +201,34 @@ def test_ragged_parquet_lists(tmp_path):
     with pytest.raises(
         InputError,
         match=r"row 2 \(id 3\), column 'v': list has 1 values, "
-        r"expected 3",
+        r"2 of the first 3 rows have 3",
     ):
         reader.read()
     pq.write_table(pa.table({"id": [1, 2], "v": [[1.0, 2.0], None]}), path)
     with pytest.raises(InputError, match=r"row 1 \(id 2\), column 'v': missing embedding"):
         read_table(path, ColumnSpec("id"))
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_ragged_lists_blame_the_odd_rows_even_when_they_come_first(tmp_path, suffix):
+    lists = [[1.0, 2.0]] * 2 + [[1.0, 2.0, 3.0]] * 4
+    path = tmp_path / f"r{suffix}"
+    ids = ["a", "b", "c", "d", "e", "f"]
+    if suffix == ".parquet":
+        pq.write_table(pa.table({"id": ids, "v": lists}), path)
+        where = "row 0"
+    else:
+        pd.DataFrame({"id": ids, "v": [str(v) for v in lists]}).to_csv(path, index=False)
+        where = "line 2"
+    with pytest.raises(InputError) as info:
+        read_table(path, ColumnSpec("id"))
+    assert str(info.value) == (
+        f"{path}: {where} (id 'a'), column 'v': list has 2 values, 4 of the first 6 rows have 3"
+    )
+    # Once a batch has settled the width, a later batch's odd row is measured against it.
+    settled = r"\(id 'c'\), column 'v': list has 3 values, earlier rows have 2$"
+    with pytest.raises(InputError, match=settled):
+        list(open_table(path, ColumnSpec("id")).iter_batches(2))
 
 
 def test_bad_csv_values(tmp_path):

@@ -10,6 +10,8 @@ from sklearn.model_selection import GridSearchCV
 from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat.metrics import make_retrieval_scorer, ndcg_at_k, recall_at_k
 
+from _helpers import brute_force_ndcg_recall
+
 
 def _graded(rng, n_queries, n_gallery, density=0.05):
     """Random graded judgements (gains 1..3); every query judges at least one item."""
@@ -94,22 +96,6 @@ def test_matches_sklearn_ndcg_score_on_dense_judgements(k):
     assert ndcg_at_k(Q, G, sp.csr_matrix(dense), k=k) == pytest.approx(expected, abs=1e-12)
 
 
-def _brute_force(scores, gains, excluded, k):
-    """Full sort per query: decreasing score, lower gain first among ties."""
-    ndcg, recall = [], []
-    for q in range(scores.shape[0]):
-        keep = ~excluded[q]
-        g, s = gains[q][keep], scores[q][keep]
-        if not (g > 0).any():
-            continue
-        order = np.lexsort((g, -s))[:k]
-        discount = 1 / np.log2(np.arange(2, len(order) + 2))
-        ideal = np.sort(g)[::-1][:k]
-        ndcg.append((g[order] * discount).sum() / (ideal * discount[: len(ideal)]).sum())
-        recall.append((g[order] > 0).sum() / (g > 0).sum())
-    return np.mean(ndcg), np.mean(recall)
-
-
 def test_ties_count_against_the_query_across_the_cut():
     """Integer vectors make many exact ties, straddling the cut at k."""
     rng = np.random.default_rng(3)
@@ -118,7 +104,7 @@ def test_ties_count_against_the_query_across_the_cut():
     gains = rng.integers(0, 3, size=(40, 90)) * (rng.random((40, 90)) < 0.2)
     excluded = rng.random((40, 90)) < 0.1
     for k in (1, 4, 10):
-        expected = _brute_force(Q @ G.T, gains, excluded, k)
+        expected = brute_force_ndcg_recall(Q @ G.T, gains, excluded, k)
         options = {"k": k, "exclude": sp.csr_matrix(excluded), "similarity": "dot"}
         got = (
             ndcg_at_k(Q, G, sp.csr_matrix(gains), **options),
@@ -255,3 +241,48 @@ def test_ndcg_scorer_in_grid_search(labelled_pair):
     # Y is offset: centring is what lets the classes meet.
     assert search.best_params_ == {"center": True}
     assert search.best_score_ > 0.8
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, bool, float])
+def test_dense_judgements_are_gains_not_index_rows(dtype):
+    """A dense 0/1 (or graded) matrix is read as gains: as its CSR form, as ndcg_score."""
+    rng = np.random.default_rng(7)
+    Q, G = rng.normal(size=(12, 5)), rng.normal(size=(30, 5))
+    dense = (rng.random((12, 30)) < 0.2).astype(dtype)
+    if dtype is not bool:
+        dense = dense * rng.integers(1, 4, size=(12, 30)).astype(dtype)
+    dense[:, 0] = 1  # every query judged, so the mean agrees with ndcg_score
+    sparse = sp.csr_matrix(dense)
+    for k in (1, 5, 30):
+        assert ndcg_at_k(Q, G, dense, k=k) == ndcg_at_k(Q, G, sparse, k=k)
+        assert recall_at_k(Q, G, dense, k=k) == recall_at_k(Q, G, sparse, k=k)
+        expected = ndcg_score(dense.astype(float), _scores(Q, G, "cosine"), k=k)
+        assert ndcg_at_k(Q, G, dense, k=k) == pytest.approx(expected, abs=1e-12)
+    # A dense exclusion matrix works the same way.
+    seen = rng.random((12, 30)) < 0.3
+    assert ndcg_at_k(Q, G, dense, exclude=seen) == ndcg_at_k(
+        Q, G, sparse, exclude=sp.csr_matrix(seen)
+    )
+
+
+@pytest.mark.parametrize(
+    ("relevance", "message"),
+    [
+        # Rows of a dense matrix written as lists: gains or indices? Refused.
+        ([[0, 1, 0, 1], [1, 0, 0, 0], [0, 0, 1, 1]], "relevance is ambiguous"),
+        (list(np.eye(3, 4, dtype=int)), "relevance is ambiguous"),
+        # A 2-D array is a gain matrix: one of another shape is not read as indices.
+        (np.array([[0, 1], [1, 2], [2, 3]]), r"dense array of shape \(3, 2\)"),
+        (np.array([0, 1, 2]), "1-D array of int64 values"),
+        ([0, 1, 2], r"relevance\[0\] is 0, not a collection"),
+    ],
+)
+def test_ambiguous_judgement_forms_are_refused(relevance, message):
+    Q, G = np.ones((3, 2)), np.eye(4, 2)
+    with pytest.raises(ValueError, match=message) as info:
+        ndcg_at_k(Q, G, relevance)
+    text = str(info.value)
+    assert "\n" not in text
+    assert "dense 2-D array of gains" in text and "a list with one entry per query" in text
+    # The per-query form itself stays: lists of indices shorter than the gallery.
+    assert ndcg_at_k(Q, G, [[0, 1], [1], [2, 3]]) == ndcg_at_k(Q, G, [{0, 1}, {1}, {2, 3}])

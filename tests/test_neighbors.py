@@ -18,6 +18,8 @@ from sklearn_compat import (
 )
 from sklearn_compat.neighbors import _SLAB_BYTES
 
+from _helpers import unit
+
 
 def _pair(rng, n=300, d=12, noise=0.3):
     S = rng.normal(size=(n, d))
@@ -25,10 +27,6 @@ def _pair(rng, n=300, d=12, noise=0.3):
     X = S + 4.0 * np.abs(rng.normal(size=d))  # the new model: one strong common direction
     Y = S @ Q + 1.0 + noise * rng.normal(size=(n, d))
     return X, Y
-
-
-def _unit(A):
-    return A / np.linalg.norm(A, axis=1, keepdims=True)
 
 
 def _reference(Z, G, center, k, csls_k=None, reference="batch"):
@@ -41,16 +39,16 @@ def _reference(Z, G, center, k, csls_k=None, reference="batch"):
         Z, G = Z - center, G - center
         if reference is not None and not isinstance(reference, str):
             reference = reference - center
-    S = _unit(Z) @ _unit(G).T
+    S = unit(Z) @ unit(G).T
     if csls_k is not None:
         r_g = np.sort(S, axis=1)[:, -csls_k:].mean(axis=1)  # query -> its nearest gallery
         if isinstance(reference, str) and reference == "batch":
             crowd = S
         elif isinstance(reference, str):  # the gallery, each item without itself
-            crowd = _unit(G) @ _unit(G).T
+            crowd = unit(G) @ unit(G).T
             np.fill_diagonal(crowd, -np.inf)
         else:
-            crowd = _unit(reference) @ _unit(G).T
+            crowd = unit(reference) @ unit(G).T
         r_q = np.sort(crowd, axis=0)[-csls_k:, :].mean(axis=0)  # gallery -> its crowd
         S = 2 * S - r_g[:, None] - r_q[None, :]
     idx = np.argsort(-S, axis=1, kind="stable")[:, :k]
@@ -97,7 +95,7 @@ def test_kneighbors_matches_brute_force(fitted, gallery, csls_k, reference):
 def test_gallery_crowding_beyond_the_exact_size_uses_the_cell_pass(fitted, monkeypatch):
     aligner, queries, Y = fitted
     search = AlignedNeighbors(aligner, csls_k=4).fit(Y)
-    G = _unit(Y - aligner.mean_y_)
+    G = unit(Y - aligner.mean_y_)
     crowd = G @ G.T
     np.fill_diagonal(crowd, -np.inf)  # no item crowds itself
     expected = np.sort(crowd, axis=1)[:, -4:].mean(axis=1)
@@ -233,7 +231,7 @@ def test_bad_input_errors(fitted):
     with pytest.raises(ValueError, match="csls_k=50 exceeds the number of queries given"):
         AlignedNeighbors(aligner, csls_k=50).fit(Y, queries=queries[:10])
     with pytest.raises(ValueError, match="needs a gallery of more than 10 items"):
-        AlignedNeighbors(aligner).fit(Y[:10])
+        AlignedNeighbors(aligner, csls_k=10).fit(Y[:10])
     with pytest.raises(ValueError, match="'csls_reference' parameter"):
         AlignedNeighbors(aligner, csls_reference="gallery").fit(Y)
     with pytest.raises(ValueError, match="'gallery' parameter"):
@@ -288,11 +286,37 @@ def test_unit_row_aligners_are_centred_in_the_unit_row_space(rng, make):
     assert search.unit_rows_
     mu = getattr(aligner, "mean_y_", np.zeros(Y.shape[1]))
     if not np.any(mu):
-        mu = _unit(Y[200:]).mean(axis=0)
+        mu = unit(Y[200:]).mean(axis=0)
     np.testing.assert_allclose(search.center_, mu, atol=1e-12)
-    ref_d, ref_i = _reference(_unit(aligner.transform(X[200:])), _unit(Y[200:]), mu, 3)
+    ref_d, ref_i = _reference(unit(aligner.transform(X[200:])), unit(Y[200:]), mu, 3)
     dist, idx = search.kneighbors(X[200:])
     np.testing.assert_array_equal(idx, ref_i)
     np.testing.assert_allclose(dist, ref_d, atol=1e-10)
     own = np.mean(idx[:, 0] == np.arange(100))
     assert own >= 0.85  # 0.90 measured for RCSLS(center=True), higher for Whitened
+
+
+@pytest.mark.parametrize("n_gallery", [1, 2, 5, 10])
+def test_auto_csls_adapts_to_a_small_gallery(rng, n_gallery):
+    """The default CSLS neighbourhood (10) takes the rows a small gallery has."""
+    X, Y = _pair(rng)
+    aligner = OrthogonalProcrustesAligner(center=True).fit(X, Y)
+    gallery, queries = Y[:n_gallery], X[:7]
+    search = AlignedNeighbors(aligner, n_neighbors=1).fit(gallery)
+    # Each item's crowding among the n - 1 others; one item alone: plain cosine.
+    expected = n_gallery - 1 if n_gallery > 1 else None
+    assert search.csls_k_ == expected
+    same = AlignedNeighbors(aligner, n_neighbors=1, csls_k=expected).fit(gallery)
+    np.testing.assert_array_equal(search.kneighbors(queries)[1], same.kneighbors(queries)[1])
+    # Measured among 3 queries instead, or among each call's queries.
+    assert AlignedNeighbors(aligner).fit(Y[:5], queries=queries[:3]).csls_k_ == 3
+    batch = AlignedNeighbors(aligner, n_neighbors=1, csls_reference="batch").fit(Y[:30])
+    exact = AlignedNeighbors(aligner, n_neighbors=1, csls_k=4, csls_reference="batch")
+    np.testing.assert_array_equal(
+        batch.kneighbors(queries[:4])[1], exact.fit(Y[:30]).kneighbors(queries[:4])[1]
+    )
+    # A number asked for is kept, and refused (naming the gallery's size) where too large.
+    with pytest.raises(
+        ValueError, match=rf"csls_k=12 exceeds the number of gallery items \({n_gallery}\); "
+    ):
+        AlignedNeighbors(aligner, csls_k=12).fit(gallery)

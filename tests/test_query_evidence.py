@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import ortho_group
 
 from sklearn_compat import AlignedNeighbors, OrthogonalProcrustesAligner
-from sklearn_compat._core.auto_settings import (
+from sklearn_compat._neighbors_policy import (
     QUERY_MARGIN,
     query_comparison_form,
     query_csls_k,
@@ -18,23 +18,7 @@ from sklearn_compat._core.auto_settings import (
     query_path_scores,
 )
 
-
-def _brute_force(Z, G, k, csls):
-    """Top-1 by explicit loops over rows: the reference for query_path_scores."""
-    Z = Z / np.linalg.norm(Z, axis=1, keepdims=True)
-    G = G / np.linalg.norm(G, axis=1, keepdims=True)
-    n = len(G)
-    crowding = np.zeros(n)
-    if csls:
-        for j in range(n):
-            others = sorted((G[j] @ G[i] for i in range(n) if i != j), reverse=True)
-            crowding[j] = np.mean(others[:k])
-    hits = 0
-    for i in range(len(Z)):
-        scores = [(2.0 if csls else 1.0) * (Z[i] @ G[j]) - crowding[j] for j in range(n)]
-        rivals = [s for j, s in enumerate(scores) if j != i]
-        hits += scores[i] > max(rivals)
-    return hits / len(Z)
+from _helpers import brute_force_top1
 
 
 def test_query_path_scores_agree_with_a_brute_force_reference():
@@ -45,8 +29,8 @@ def test_query_path_scores_agree_with_a_brute_force_reference():
     scores = query_path_scores(Z, G, center=center, k=4)
     assert set(scores) == {"raw", "raw+csls", "centered", "centered+csls"}
     for name, (A, B) in {"raw": (Z, G), "centered": (Z - center, G - center)}.items():
-        assert scores[name] == pytest.approx(_brute_force(A, B, 4, csls=False))
-        assert scores[name + "+csls"] == pytest.approx(_brute_force(A, B, 4, csls=True))
+        assert scores[name] == pytest.approx(brute_force_top1(A, B, 4, csls=False))
+        assert scores[name + "+csls"] == pytest.approx(brute_force_top1(A, B, 4, csls=True))
     # Too few rows for the CSLS neighbourhood: only the cosine forms.
     assert set(query_path_scores(Z[:4], G[:4], k=4)) == {"raw"}
 

@@ -49,3 +49,29 @@ def test_small_path_keeps_the_full_validation(rng):
     named = AffineAligner().fit(frame, X[:, :3])
     with pytest.warns(UserWarning, match="does not have valid feature names"):
         named.transform(X[:1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_query_equals_its_row_in_a_large_threaded_batch(rng, dtype):
+    # A query mapped alone (small-input path, calling thread only) must equal the same item
+    # mapped in bulk (full path, torch's thread pool): a served query then finds its own
+    # vector in a store that was migrated with the same model.
+    X = rng.normal(size=(3000, 256)).astype(dtype)
+    Y = (X @ rng.normal(size=(256, 256))).astype(dtype)
+    model = OrthogonalProcrustesAligner(center=True, device="cpu").fit(X, Y)
+    bulk = model.transform(X)
+    for i in (0, 5, 8, 2999):
+        np.testing.assert_array_equal(model.transform(X[i : i + 1]), bulk[i : i + 1])
+    np.testing.assert_array_equal(model.transform(X[3:40]), bulk[3:40])
+
+
+def test_small_path_restores_torch_threads(rng):
+    X = rng.normal(size=(50, 6))
+    model = OrthogonalProcrustesAligner().fit(X, X)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        model.transform(X[:1])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)

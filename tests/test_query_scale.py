@@ -10,9 +10,7 @@ from scipy.stats import ortho_group
 import sklearn_compat._core.knn as knn
 from sklearn_compat import AlignedNeighbors, OrthogonalProcrustesAligner
 
-
-def _unit(A):
-    return A / np.linalg.norm(A, axis=1, keepdims=True)
+from _helpers import unit
 
 
 def _clustered(rng, n, d=24, latent=6):
@@ -39,8 +37,8 @@ def test_topk_columns_matches_torch_topk(rng):
 def test_search_matches_brute_force_csls(rng, dtype, monkeypatch):
     monkeypatch.setattr(knn, "_CHUNK", 640)  # several gallery chunks and query blocks
     monkeypatch.setattr(knn, "_BLOCK", 32)
-    G = torch.as_tensor(_unit(rng.normal(size=(3000, 16))), dtype=dtype)
-    Q = torch.as_tensor(_unit(rng.normal(size=(70, 16))), dtype=dtype)
+    G = torch.as_tensor(unit(rng.normal(size=(3000, 16))), dtype=dtype)
+    Q = torch.as_tensor(unit(rng.normal(size=(70, 16))), dtype=dtype)
     penalty = torch.as_tensor(rng.uniform(0.1, 0.5, size=3000), dtype=dtype)
     scores, indices = knn.search(Q, G, 5, penalty=penalty, csls_k=10)
     sims = (Q @ G.T).numpy()
@@ -54,7 +52,7 @@ def test_search_matches_brute_force_csls(rng, dtype, monkeypatch):
 
 
 def test_crowding_cell_pass_bounds_and_mostly_equals_the_exact_one(rng):
-    A = torch.as_tensor(_unit(_clustered(rng, 4000)))
+    A = torch.as_tensor(unit(_clustered(rng, 4000)))
     k = 5
     sims = (A @ A.T).numpy()
     np.fill_diagonal(sims, -np.inf)
@@ -71,8 +69,8 @@ def test_crowding_cell_pass_bounds_and_mostly_equals_the_exact_one(rng):
 
 
 def test_crowding_against_other_rows_matches_numpy(rng):
-    A = torch.as_tensor(_unit(_clustered(rng, 1500)))
-    R = torch.as_tensor(_unit(_clustered(rng, 3000)))
+    A = torch.as_tensor(unit(_clustered(rng, 1500)))
+    R = torch.as_tensor(unit(_clustered(rng, 3000)))
     exact = np.sort((A @ R.T).numpy(), axis=1)[:, -4:].mean(axis=1)
     cells = knn.crowding(A, R, 4, candidates=600, exact_below=1000).numpy()
     assert np.all(cells <= exact + 1e-12)
@@ -98,8 +96,8 @@ def test_crowding_cell_pass_is_the_top_k_of_the_probed_cells(
     threads(n_threads)
     monkeypatch.setattr(knn, "_SCREEN_GROUPS", screen_groups)
     monkeypatch.setattr(knn, "_CELL_BLOCK", 96)  # several blocks per cell
-    A = torch.as_tensor(_unit(_clustered(rng, 2500)), dtype=torch.float32)
-    R = A if same else torch.as_tensor(_unit(_clustered(rng, 1800)), dtype=torch.float32)
+    A = torch.as_tensor(unit(_clustered(rng, 2500)), dtype=torch.float32)
+    R = A if same else torch.as_tensor(unit(_clustered(rng, 1800)), dtype=torch.float32)
     k, candidates = 6, 240
     measured = knn.crowding(A, R, k, same=same, candidates=candidates, exact_below=100).numpy()
     # The same cells and probes, then a brute-force top k over each row's probed cells.

@@ -10,18 +10,19 @@ from sklearn_compat import OrthogonalProcrustesAligner, RCSLSAligner
 from sklearn_compat._core.rcsls import clip_spectral_norm, rcsls_loss_and_gradient
 from sklearn_compat.metrics import paired_topk_accuracy
 
+from _helpers import unit
+
 F = torch.nn.functional
-
-
-def _unit(rng, n, d):
-    return F.normalize(torch.as_tensor(rng.normal(size=(n, d))), dim=1)
 
 
 def test_loss_and_gradient_match_autograd_with_the_neighbour_sets_fixed(rng):
     n, d_x, d_y, k = 40, 5, 7, 3
-    X, Y = _unit(rng, n, d_x), _unit(rng, n, d_y)
-    sources = torch.cat([X, _unit(rng, 15, d_x)])
-    targets = torch.cat([Y, _unit(rng, 25, d_y)])
+    X, Y = (
+        torch.as_tensor(unit(rng.normal(size=(n, d_x)))),
+        torch.as_tensor(unit(rng.normal(size=(n, d_y)))),
+    )
+    sources = torch.cat([X, torch.as_tensor(unit(rng.normal(size=(15, d_x))))])
+    targets = torch.cat([Y, torch.as_tensor(unit(rng.normal(size=(25, d_y))))])
     W = torch.as_tensor(rng.normal(size=(d_x, d_y))) * 0.4
     loss, gradient = rcsls_loss_and_gradient(W, X, Y, sources, targets, k, budget=64)
     # Independent reference: the loss written out with explicit neighbour indices.

@@ -1,6 +1,8 @@
-"""Every ```python block in README.md runs as written.
+"""Every ```python block of README.md and of the documentation pages runs as written.
 
-Each block runs on its own (a fresh namespace), so blocks must be self-contained.  A block
+The pages are docs/**/*.md (the user guide, getting started; not the generated ones).  Each
+block runs on its own (a fresh namespace, as ``__main__``, so a block guarded by
+``if __name__ == "__main__":`` runs too), so blocks must be self-contained.  A block
 preceded by the line ``<!-- needs-shared-data -->`` uses the project's shared feature file
 and is skipped when that file is absent.
 """
@@ -12,30 +14,47 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+GENERATED = ("_build", "auto_examples", "generated")
+PAGES = [README] + sorted(
+    path
+    for path in (ROOT / "docs").rglob("*.md")
+    if not set(GENERATED) & set(path.relative_to(ROOT / "docs").parts)
+)
 SHARED_FEATURES = ROOT.parent / "shared" / "data" / "mnist5k_features.npz"  # as conftest.py
 SHARED_MARKER = "<!-- needs-shared-data -->"
 BLOCK = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)\n```", re.DOTALL)
 
 
-def _blocks():
-    text = README.read_text(encoding="utf-8")
+def _blocks(pages=PAGES):
     blocks = []
-    for match in BLOCK.finditer(text):
-        line = text[: match.start("code")].count("\n") + 1
-        needs_shared = match.group("before").strip() == SHARED_MARKER
-        marks = [pytest.mark.shared_data] if needs_shared else []
-        # Padding keeps tracebacks pointing at README.md's own line numbers.
-        code = "\n" * (line - 1) + match.group("code")
-        blocks.append(pytest.param(code, needs_shared, id=f"README.md:{line}", marks=marks))
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        name = page.relative_to(ROOT).as_posix()
+        for match in BLOCK.finditer(text):
+            line = text[: match.start("code")].count("\n") + 1
+            needs_shared = match.group("before").strip() == SHARED_MARKER
+            marks = [pytest.mark.shared_data] if needs_shared else []
+            # Padding keeps tracebacks pointing at the page's own line numbers.
+            code = "\n" * (line - 1) + match.group("code")
+            blocks.append(pytest.param(page, code, needs_shared, id=f"{name}:{line}", marks=marks))
     return blocks
 
 
 def test_readme_has_python_examples():
-    assert len(_blocks()) >= 1
+    assert len(_blocks([README])) >= 1
 
 
-@pytest.mark.parametrize("code, needs_shared", _blocks())
-def test_readme_python_block_runs(code, needs_shared):
+def test_user_guide_pages_have_python_examples():
+    # A page that explains how to use the library shows it; reference-only pages are exempt.
+    exempt = {"index.md", "command_line.md", "vector_stores.md", "unpaired.md"}
+    guide = sorted((ROOT / "docs" / "user_guide").glob("*.md"))
+    assert guide, "no user guide pages"
+    bare = [page.name for page in guide if page.name not in exempt and not _blocks([page])]
+    assert not bare, f"user guide pages without a runnable example: {bare}"
+
+
+@pytest.mark.parametrize("page, code, needs_shared", _blocks())
+def test_python_block_runs(page, code, needs_shared):
     if needs_shared and not SHARED_FEATURES.exists():
         pytest.skip(f"{SHARED_FEATURES} not present")
-    exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})
+    exec(compile(code, str(page), "exec"), {"__name__": "__main__"})

@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
-from scipy.stats import ortho_group
 
 from sklearn_compat import OrthogonalProcrustesAligner, RefinedProcrustesAligner
 from sklearn_compat._core.csls import csls_nearest, mutual_csls_pairs
+
+from _helpers import planted_pair
 
 
 def csls_reference(Q, G, k):
@@ -26,15 +27,13 @@ def test_csls_searches_match_numpy(rng):
     np.testing.assert_array_equal(mutual_csls_pairs(Q, G, 5, device="cpu"), expected)
 
 
-def planted(rng, n=600, d=12, noise=0.05):
-    Q = ortho_group.rvs(d, random_state=int(rng.integers(1 << 31)))
-    X = rng.normal(size=(n, d))
-    return X, X @ Q + noise * rng.normal(size=(n, d)), Q
+def rotated_pair(rng, n=600, d=12, noise=0.05):
+    return planted_pair(rng, n, d, d, map_seed=int(rng.integers(1 << 31)), noise=noise)
 
 
 @pytest.mark.parametrize("estimator", [None, OrthogonalProcrustesAligner()], ids=repr)
 def test_refinement_adds_true_pairs_and_recovers_the_map(rng, estimator):
-    X, Y, Q = planted(rng)
+    X, Y, Q = rotated_pair(rng)
     n_seed = 25
     order = rng.permutation(len(X) - n_seed)  # the unpaired targets, shuffled
     X_extra, Y_extra = X[n_seed:], Y[n_seed:][order]
@@ -60,7 +59,7 @@ def test_refinement_adds_true_pairs_and_recovers_the_map(rng, estimator):
 
 
 def test_zero_rounds_is_the_estimator_on_the_pairs(rng):
-    X, Y, _ = planted(rng, n=100)
+    X, Y, _ = rotated_pair(rng, n=100)
     refined = RefinedProcrustesAligner(OrthogonalProcrustesAligner(), n_refinements=0).fit(
         X, Y, X_unpaired=X[:10]
     )
@@ -70,14 +69,14 @@ def test_zero_rounds_is_the_estimator_on_the_pairs(rng):
 
 
 def test_rounds_stop_once_the_dictionary_repeats(rng):
-    X, Y, _ = planted(rng, n=200, noise=0.0)
+    X, Y, _ = rotated_pair(rng, n=200, noise=0.0)
     aligner = RefinedProcrustesAligner(n_refinements=10).fit(X, Y)
     assert aligner.n_refinements_ < 10
     assert aligner.n_induced_[-1] == len(X)
 
 
 def test_float32_and_unpaired_width_checks(rng):
-    X, Y, _ = planted(rng, n=100)
+    X, Y, _ = rotated_pair(rng, n=100)
     aligner = RefinedProcrustesAligner(n_refinements=1).fit(
         X.astype(np.float32), Y.astype(np.float32), Y_unpaired=Y[:5]
     )

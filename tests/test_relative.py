@@ -12,6 +12,8 @@ from sklearn_compat import RelativeAnchorEncoder
 from sklearn_compat._relative.anchors import stratified_counts
 from sklearn_compat._relative.similarity import whitening
 
+from _helpers import brute_force_similarities
+
 
 def _data(rng, n=120, d=6):
     # Anisotropic, shifted cloud: WIP and the strategies see a non-trivial geometry.
@@ -261,21 +263,6 @@ def test_param_training_improves_cross_space_agreement(rng):
 
 
 # ----------------------------------------------------------------------------- similarities
-def _brute_force(similarity, X, A, mean=None, L=None):
-    out = np.empty((X.shape[0], A.shape[0]))
-    for i, x in enumerate(X):
-        for j, a in enumerate(A):
-            if similarity == "cosine":
-                out[i, j] = x @ a / (np.linalg.norm(x) * np.linalg.norm(a))
-            elif similarity == "dot":
-                out[i, j] = x @ a
-            elif similarity == "euclidean":
-                out[i, j] = -np.linalg.norm(x - a)
-            else:
-                out[i, j] = ((x - mean) @ L) @ ((a - mean) @ L)
-    return out
-
-
 @pytest.mark.parametrize("similarity", ["cosine", "euclidean", "dot", "wip"])
 @pytest.mark.parametrize("center", [False, True])
 def test_similarities_match_brute_force(rng, similarity, center):
@@ -295,7 +282,7 @@ def test_similarities_match_brute_force(rng, similarity, center):
         assert not hasattr(enc, "center_")
     np.testing.assert_allclose(
         enc.transform(Xt if not hasattr(enc, "center_") else Xt + X.mean(axis=0)),
-        _brute_force(similarity, Xt, A, **kw),
+        brute_force_similarities(similarity, Xt, A, **kw),
         atol=1e-9,
     )
 

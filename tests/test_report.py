@@ -12,13 +12,11 @@ from sklearn_compat.metrics import (
     mean_average_precision,
 )
 
-
-def _unit(A):
-    return A / np.linalg.norm(A, axis=1, keepdims=True)
+from _helpers import unit
 
 
 def _sims(Q, G):
-    return _unit(np.asarray(Q, np.float64)) @ _unit(np.asarray(G, np.float64)).T
+    return unit(np.asarray(Q, np.float64)) @ unit(np.asarray(G, np.float64)).T
 
 
 def _topk_sets(S, k, exclude_self):
@@ -67,7 +65,7 @@ def test_item_mode_against_brute_force(upgrade):
     )
     mapped = aligner.transform(new)
     mean = old.mean(axis=0)
-    centred_gallery = _unit(old - mean)
+    centred_gallery = unit(old - mean)
     sims = {
         "old": _sims(old, old),
         "bridge": _sims(mapped, old),
@@ -169,3 +167,20 @@ def test_bad_input(upgrade):
         compatibility_report(aligner, new, old, queries=(new[:5], old[:5]))
     with pytest.raises(ValueError, match="maps into 6 features but Y_old has 5"):
         compatibility_report(aligner, new, old[:, :5])
+
+
+def test_the_report_names_the_pairs_it_was_measured_on(upgrade):
+    aligner, new, old, _ = upgrade
+    options = {"n_bootstrap": 20, "random_state": 0}
+    held_out = compatibility_report(aligner, new, old, **options)
+    assert "60 queries against 60 held-out gallery items" in held_out.to_markdown()
+    # The aligner's own training pairs are not called held-out.
+    own = compatibility_report(aligner, new, old, **options, evaluated_on="training")
+    md = own.to_markdown()
+    assert "held-out gallery items" not in md
+    assert "60 gallery items from the aligner's training pairs" in md
+    assert "training figure" in str(own) and own.to_dict()["evaluated_on"] == "training"
+    unknown = compatibility_report(aligner, new, old, **options, evaluated_on="unknown")
+    assert "60 queries against 60 gallery items;" in unknown.to_markdown()
+    with pytest.raises(ValueError, match="evaluated_on must be one of"):
+        compatibility_report(aligner, new, old, evaluated_on="train")

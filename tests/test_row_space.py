@@ -11,10 +11,13 @@ import pytest
 from scipy.stats import ortho_group
 
 from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner, WhitenedProcrustesAligner
+from sklearn_compat._core.ranking import unit_rows
 from sklearn_compat._core.row_space import _rotation_onto
-from sklearn_compat._core.whitening import multi_step_map, unit_rows
+from sklearn_compat._core.whitening import multi_step_map
 from sklearn_compat.affine import least_squares_from_gram
 from sklearn_compat.procrustes import procrustes_from_cross
+
+from _helpers import planted_pair
 
 SHAPES = [(30, 50, 50), (30, 50, 40), (30, 40, 50), (20, 60, 12), (20, 12, 60), (70, 40, 30)]
 
@@ -26,11 +29,11 @@ def quiet():
         yield
 
 
-def planted(n, d_x, d_y, seed=0):
+def weighted_pair(n, d_x, d_y, seed=0):
+    """A planted pair with decaying column scales, an offset and per-row weights."""
     rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d_x)) * np.geomspace(1.0, 0.1, d_x) + 0.5
-    R = ortho_group.rvs(max(d_x, d_y), random_state=seed)[:d_x, :d_y]
-    Y = X @ R + 0.05 * rng.normal(size=(n, d_y))
+    scales = np.geomspace(1.0, 0.1, d_x)
+    X, Y, _ = planted_pair(rng, n, d_x, d_y, map_seed=seed, scales=scales, offset=0.5, noise=0.05)
     return X, Y, rng.uniform(0.5, 2.0, size=n)
 
 
@@ -46,7 +49,7 @@ def rows(X, Y, w, centred):
     "params", [{}, {"center": False}, {"scale": True}, {"scale": False, "allow_reflection": False}]
 )
 def test_procrustes_equals_the_dense_route(n, d_x, d_y, params):
-    X, Y, w = planted(n, d_x, d_y)
+    X, Y, w = weighted_pair(n, d_x, d_y)
     aligner = OrthogonalProcrustesAligner(**params).fit(X, Y, sample_weight=w)
     A, B, Xc = rows(X, Y, w, aligner.center_)
     W, S, signs = procrustes_from_cross(A.T @ B, allow_reflection=aligner.allow_reflection)
@@ -64,14 +67,14 @@ def test_procrustes_equals_the_dense_route(n, d_x, d_y, params):
 
 
 def test_procrustes_recovers_a_planted_rotation_from_few_pairs():
-    X, _, _ = planted(40, 64, 64)
+    X, _, _ = weighted_pair(40, 64, 64)
     Q = ortho_group.rvs(64, random_state=3)
     aligner = OrthogonalProcrustesAligner(center=False, scale=False).fit(X, X @ Q)
     np.testing.assert_allclose(aligner.transform(X), X @ Q, atol=1e-9)
 
 
 def test_directions_no_pair_spans_are_left_in_place():
-    X, Y, _ = planted(10, 30, 30)
+    X, Y, _ = weighted_pair(10, 30, 30)
     aligner = OrthogonalProcrustesAligner(center=False).fit(X, Y)
     # A direction orthogonal to both spans is mapped by the identity.
     basis = np.linalg.qr(np.vstack([X, Y]).T, mode="complete")[0][:, 20:]
@@ -94,7 +97,7 @@ def test_rotation_onto_handles_shared_directions():
     [{}, {"normalize": False, "center": False}, {"reweight": 0.5, "dewhiten": "source"}],
 )
 def test_whitening_equals_the_dense_route(n, d_x, d_y, params):
-    X, Y, w = planted(n, d_x, d_y, seed=1)
+    X, Y, w = weighted_pair(n, d_x, d_y, seed=1)
     aligner = WhitenedProcrustesAligner(**params).fit(X, Y, sample_weight=w)
     Xn, Yn = (unit_rows(X), unit_rows(Y)) if aligner.normalize else (X, Y)
     A, B, _ = rows(Xn, Yn, w, aligner.center)
@@ -110,7 +113,7 @@ def test_whitening_equals_the_dense_route(n, d_x, d_y, params):
 @pytest.mark.parametrize("n, d_x, d_y", SHAPES)
 @pytest.mark.parametrize("params", [{}, {"alpha": 0.5}, {"fit_intercept": False}])
 def test_ridge_equals_the_dense_route(n, d_x, d_y, params):
-    X, Y, w = planted(n, d_x, d_y, seed=2)
+    X, Y, w = weighted_pair(n, d_x, d_y, seed=2)
     aligner = AffineAligner(**params).fit(X, Y, sample_weight=w)
     A, B, _ = rows(X, Y, w, aligner.fit_intercept)
     rtol = np.finfo(np.float64).eps * max(d_x, np.sqrt(n))
@@ -120,7 +123,7 @@ def test_ridge_equals_the_dense_route(n, d_x, d_y, params):
 
 @pytest.mark.parametrize("cls", [OrthogonalProcrustesAligner, AffineAligner])
 def test_partial_fit_after_a_wide_fit_merges_exactly(cls):
-    X, Y, _ = planted(60, 40, 30)
+    X, Y, _ = weighted_pair(60, 40, 30)
     merged = cls().fit(X[:20], Y[:20]).partial_fit(X[20:], Y[20:])
     whole = cls().fit(X, Y)
     np.testing.assert_allclose(merged.W_, whole.W_, atol=1e-9)
@@ -128,7 +131,7 @@ def test_partial_fit_after_a_wide_fit_merges_exactly(cls):
 
 
 def test_partial_fit_of_wide_batches_stays_thin_and_equals_fit():
-    X, Y, w = planted(40, 64, 48)
+    X, Y, w = weighted_pair(40, 64, 48)
     aligner = OrthogonalProcrustesAligner()
     for start in range(0, 40, 8):
         rows = slice(start, start + 8)
@@ -165,7 +168,7 @@ def test_auto_settings_on_wide_data_choose_in_the_row_space():
 def test_whitened_auto_on_wide_data_scores_as_explicit_refits_would():
     # The wide chooser maps the held-out rows through the candidates' thin factors; each
     # score must be the one an explicit refit on the kept rows gets through ``transform``.
-    from sklearn_compat._core.auto_settings import holdout_folds, paired_top1
+    from sklearn_compat._core.holdout import holdout_folds, paired_top1
 
     rng = np.random.default_rng(7)
     n, d = 150, 300
@@ -188,7 +191,7 @@ def test_whitened_auto_on_wide_data_scores_as_explicit_refits_would():
 def test_procrustes_auto_on_wide_data_scores_as_explicit_refits_would(shape):
     # Both centrings are scored from one QR per side, the held-out rows mapped through the
     # thin factors of the rotation: each score is that of an explicit refit's transform.
-    from sklearn_compat._core.auto_settings import holdout_folds, paired_top1
+    from sklearn_compat._core.holdout import holdout_folds, paired_top1
 
     n, d_x, d_y = shape
     rng = np.random.default_rng(8)
@@ -219,7 +222,7 @@ def test_factored_maps_equal_the_formed_maps(shape, center):
         whitened_mapped,
     )
 
-    X, Y, w = planted(*shape)
+    X, Y, w = weighted_pair(*shape)
     P = np.random.default_rng(1).normal(size=(7, shape[1]))
     stats = candidate_stats(KeptRows(X, Y, w), normalize=False, center=center)
     formed = row_stats(OrthogonalProcrustesAligner(), X, Y, w, centered=center)
@@ -251,7 +254,7 @@ def test_held_out_products_from_one_factorisation_equal_the_formed_maps(shape, c
         whitened_held_products,
     )
 
-    X, Y, w = planted(*shape)
+    X, Y, w = weighted_pair(*shape)
     held = np.arange(1, shape[0], 4)
     keep = np.setdiff1d(np.arange(shape[0]), held)
     split = SplitRows(X, Y, w, keep, held)
@@ -282,7 +285,7 @@ def test_wide_fits_reuse_the_choice_factorisation_and_equal_explicit_fits():
     # With a common offset "auto" scores its candidates; the final fit then centres the
     # choice's factorisation instead of factoring again: the map equals an explicit fit.
     rng = np.random.default_rng(3)
-    X, Y, _ = planted(150, 300, 300)
+    X, Y, _ = weighted_pair(150, 300, 300)
     X, Y = X + 2.0 * rng.normal(size=300), Y + 2.0 * rng.normal(size=300)
     for cls in (OrthogonalProcrustesAligner, WhitenedProcrustesAligner):
         auto = cls(random_state=0).fit(X, Y)
@@ -297,7 +300,7 @@ def test_wide_fits_reuse_the_choice_factorisation_and_equal_explicit_fits():
 
 
 def test_holdout_folds_take_one_fold_from_the_wide_solve_width():
-    from sklearn_compat._core.auto_settings import WIDE_SOLVE, holdout_folds
+    from sklearn_compat._core.holdout import WIDE_SOLVE, holdout_folds
 
     assert len(holdout_folds(5000, None)) == 5
     assert len(holdout_folds(5000, None, WIDE_SOLVE - 1)) == 5
@@ -320,9 +323,9 @@ def test_wide_solves_choose_on_a_row_sample_and_fit_every_row(monkeypatch, cls):
     # From WIDE_SOLVE columns on (lowered here), with more rows than columns, "auto"
     # scores its candidates in the row space on a sample of d/2 rows; the chosen setting is
     # then fitted on every row, exactly as given explicitly.
-    from sklearn_compat._core import auto_settings
+    from sklearn_compat._core import holdout
 
-    monkeypatch.setattr(auto_settings, "WIDE_SOLVE", 256)
+    monkeypatch.setattr(holdout, "WIDE_SOLVE", 256)
     rng = np.random.default_rng(4)
     d = 300
     R = ortho_group.rvs(d, random_state=4)
@@ -330,10 +333,8 @@ def test_wide_solves_choose_on_a_row_sample_and_fit_every_row(monkeypatch, cls):
     X = Z + 3.0 * rng.normal(size=d) * np.geomspace(1.0, 0.2, d)
     Y = Z @ R + 0.05 * rng.normal(size=Z.shape) - 2.0 * rng.normal(size=d)
     calls = []
-    real = auto_settings.holdout_folds
-    monkeypatch.setattr(
-        auto_settings, "holdout_folds", lambda n, *a: calls.append(n) or real(n, *a)
-    )
+    real = holdout.holdout_folds
+    monkeypatch.setattr(holdout, "holdout_folds", lambda n, *a: calls.append(n) or real(n, *a))
     auto = cls(random_state=0).fit(X, Y)
     assert calls == [d // 2]  # the candidates saw the sample only
     assert auto.center_ is True  # offsets unrelated by the map: centring wins

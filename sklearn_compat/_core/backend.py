@@ -8,6 +8,7 @@ machine without one.
 import contextlib
 import re
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -258,8 +259,49 @@ SMALL_INPUT_ROWS = 1024
 _ROW_BLOCK = 8
 
 
+# A CPU product of at most this many multiply-adds runs on the calling thread alone: it takes
+# less time than handing work to torch's intra-op thread pool, and when the machine's other
+# cores are busy (a serving process rarely runs alone) the pool's threads wait to be
+# scheduled, which turns a query of tens of microseconds into milliseconds.  The thread
+# count leaves every value as it is (torch's CPU BLAS splits a product's rows and columns
+# among its threads, not the sums), which test_backend checks against a large threaded batch.
+_CALLING_THREAD_MACS = 1 << 22
+
+# torch's thread count is one setting for the whole process: the lock keeps concurrent
+# small products from restoring each other's setting.
+_THREADS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def calling_thread_only():
+    """Run torch's CPU kernels on the calling thread (no intra-op thread pool)."""
+    with _THREADS_LOCK:
+        threads = torch.get_num_threads()
+        if threads == 1:
+            yield
+            return
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+
+
 def affine_rows(b, X, A):
-    """``X @ A + b`` for torch operands, each row's value independent of the row count."""
+    """``X @ A + b`` for torch operands, each row's value independent of the row count.
+
+    Rows go through the product in whole blocks of ``_ROW_BLOCK`` (the last one padded with
+    zero rows); a small CPU product runs on the calling thread only.
+    """
+    n = X.shape[0]
+    padded = -(-n // _ROW_BLOCK) * _ROW_BLOCK
+    if X.device.type == "cpu" and padded * X.shape[1] * A.shape[1] <= _CALLING_THREAD_MACS:
+        with calling_thread_only():
+            return _blocked_addmm(b, X, A)
+    return _blocked_addmm(b, X, A)
+
+
+def _blocked_addmm(b, X, A):
     n = X.shape[0]
     whole = n - n % _ROW_BLOCK
     if whole == n:

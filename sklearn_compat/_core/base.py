@@ -27,19 +27,30 @@ from .backend import (
     resolve_device,
     to_torch,
 )
-from .ranking import paired_ranks
+from .ranking import paired_topk_share
 from .validation import (
     FLOAT_DTYPES,
+    NumbersNotBoolsMixin,
     check_target_width,
     pick_target,
-    query_weights,
     raise_not_finite,
 )
 
 __all__ = ["BaseAligner"]
 
+# The arguments of ``fit`` (and ``partial_fit`` and ``score``), one convention for every
+# public estimator, checked by tests/test_fit_signatures.py:
+#   fit(X, Y=None, <per-row argument>=None, *, y=None, <anything else>=None)
+# - the data are positional: X, then Y (``y``, scikit-learn's name, is a keyword-only
+#   alias); an estimator of one space takes ``y`` second, as scikit-learn's transformers;
+# - at most one per-row argument follows, positional or keyword as scikit-learn's own
+#   ``fit(X, y=None, sample_weight=None)``: ``sample_weight``, or ``labels`` for the
+#   aligners trained on classes (the two are what metadata routing passes per row);
+# - everything else (unpaired pools, seed ``pairs``, ``groups``, ``queries``, ``parallel``)
+#   is keyword-only, so that a positional argument never lands in the wrong slot.
 
-class BaseAligner(TransformerMixin, BaseEstimator):
+
+class BaseAligner(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
     """Common machinery of the estimators that map X's space into Y's space.
 
     Subclasses implement ``fit`` and set ``W_`` (d_x, d_y); a subclass whose map is affine
@@ -219,8 +230,7 @@ class BaseAligner(TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"X and Y must have the same number of rows, got {Z.shape[0]} and {Y.shape[0]}."
             )
-        ranks = paired_ranks(Z, Y, device=self._compute_device())
-        return float(np.average(ranks < 1, weights=query_weights(sample_weight, len(ranks))))
+        return paired_topk_share(Z, Y, sample_weight=sample_weight, device=self._compute_device())
 
     # ------------------------------------------------------------------ feature names
     @property

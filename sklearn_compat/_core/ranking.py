@@ -17,8 +17,8 @@ Conventions of every kernel here:
 import numpy as np
 import torch
 
-from .backend import as_numpy_input, resolve_device, to_torch
-from .validation import check_embeddings
+from .backend import as_numpy_input, is_dask_collection, resolve_device, to_torch
+from .validation import check_embeddings, query_weights
 
 __all__ = [
     "as_float_tensor",
@@ -37,10 +37,12 @@ __all__ = [
     "scaled_row_norms",
     "normalized_tensors",
     "paired_ranks",
+    "paired_topk_share",
     "similarity_blocks",
     "target_ranks",
     "topk_indices",
     "topk_mask",
+    "unit_rows",
 ]
 
 # Bytes of similarity slab per block; 128 MB keeps a block's GEMM large but bounded.
@@ -69,6 +71,26 @@ def l2_normalize(T):
     if rows is not None:
         unit = unit.index_put((rows,), scaled_l2_normalize(T[rows]))
     return unit
+
+
+def unit_rows(A):
+    """Rows of ``A`` scaled to unit L2 norm (all-zero rows stay zero), in ``A``'s type.
+
+    The one unit-rows rule of the package.  A torch tensor goes through
+    :func:`l2_normalize` (exact at any finite scale; reads the device once); a numpy or
+    Dask array is divided by its rows' norms in its own dtype, floored at the dtype's
+    smallest normal number.  Training steps, which must stay differentiable and never wait
+    on the device, use :func:`scaled_l2_normalize` instead.
+    """
+    if isinstance(A, torch.Tensor):
+        return l2_normalize(A)
+    if is_dask_collection(A):
+        import dask.array as da
+
+        norms = da.sqrt((A * A).sum(axis=1, keepdims=True))
+        return A / da.maximum(norms, np.finfo(A.dtype).tiny)
+    norms = np.linalg.norm(A, axis=1, keepdims=True)
+    return A / np.maximum(norms, np.finfo(A.dtype).tiny)
 
 
 def max_abs_scaled(T, *, return_peak=False):
@@ -255,6 +277,17 @@ def paired_ranks(queries, gallery, *, device="auto", budget=_SLAB_BYTES, csls_k=
         own = sims[rows, rows + start]
         ranks[start:stop] = count_true(sims >= own[:, None]) - 1
     return ranks.cpu().numpy()
+
+
+def paired_topk_share(queries, gallery, k=1, *, sample_weight=None, device="auto", **ranks):
+    """Weighted share of queries whose own gallery row is among their ``k`` nearest.
+
+    The one paired top-k rule of the package (the aligners' ``score`` is ``k=1``): the
+    ranks of :func:`paired_ranks` (ties count against the query), ``ranks`` passed on to
+    it (``csls_k``, ``budget``).
+    """
+    ranks = paired_ranks(queries, gallery, device=device, **ranks)
+    return float(np.average(ranks < k, weights=query_weights(sample_weight, len(ranks))))
 
 
 def first_positive_ranks(sims, positive):

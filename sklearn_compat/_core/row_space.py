@@ -21,6 +21,7 @@ import torch
 from sklearn.utils.validation import _check_sample_weight
 
 from .backend import as_numpy_input, is_dask_collection
+from .ranking import unit_rows
 
 __all__ = [
     "RowStats",
@@ -106,8 +107,7 @@ def row_stats(estimator, X, Y, sample_weight, *, centered, normalize=False, rese
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     if normalize:
-        X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), np.finfo(float).tiny)
-        Y = Y / np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), np.finfo(float).tiny)
+        X, Y = unit_rows(X), unit_rows(Y)
     n = X.shape[0]
     if sample_weight is None:
         w = np.ones(n)

@@ -28,7 +28,10 @@ __all__ = [
     "pick_target",
     "query_weights",
     "raise_not_finite",
+    "NumbersNotBoolsMixin",
+    "is_numeric_constraint",
     "refuse_bool_numbers",
+    "refuse_bool_params",
     "stack_unpaired",
 ]
 
@@ -190,20 +193,58 @@ def check_target_width(estimator, width, name="Y"):
         )
 
 
-def refuse_bool_numbers(estimator):
-    """Refuse True/False given for a numeric hyper-parameter (Python counts them as 1/0).
+def is_numeric_constraint(constraints):
+    """Whether a parameter's constraints make it a number (True/False not among them).
 
-    scikit-learn's ``Interval(Real, ...)`` constraint accepts ``lam=True`` as 1.0, which
-    is never what the caller meant.
+    A number is an ``Interval``, a number type (``Real``) or a ``"random_state"`` seed; a
+    parameter that also lists ``"boolean"`` takes True/False on purpose (``center="auto"``
+    or a bool).
     """
-    for name, constraints in estimator._parameter_constraints.items():
-        value = getattr(estimator, name)
-        numeric = any(isinstance(c, Interval) for c in constraints)
-        if numeric and "boolean" not in constraints and isinstance(value, bool | np.bool_):
-            raise InvalidParameterError(
-                f"The {name!r} parameter of {type(estimator).__name__} must be a number, "
-                f"got {value!r} (a bool)."
-            )
+    numeric = any(
+        isinstance(c, Interval)
+        or (isinstance(c, type) and issubclass(c, numbers.Number))
+        or (isinstance(c, str) and c == "random_state")
+        for c in constraints
+    )
+    return numeric and "boolean" not in constraints
+
+
+def refuse_bool_params(params, constraints, owner):
+    """Refuse True/False given for any numeric parameter of ``constraints``.
+
+    Python counts a bool as the integer 1 or 0, so scikit-learn's ``Interval(Real, ...)``
+    and ``Interval(Integral, ...)`` accept ``alpha=True`` as 1 (checked with scikit-learn
+    1.9), which is never what the caller meant.  ``owner`` names the estimator or function
+    in the message.
+    """
+    for name, value in params.items():
+        if name in constraints and isinstance(value, bool | np.bool_):
+            if is_numeric_constraint(constraints[name]):
+                raise InvalidParameterError(
+                    f"The {name!r} parameter of {owner} must be a number, got {value!r} (a bool)."
+                )
+
+
+def refuse_bool_numbers(estimator):
+    """:func:`refuse_bool_params` of an estimator's parameters."""
+    refuse_bool_params(
+        estimator.get_params(deep=False),
+        estimator._parameter_constraints,
+        type(estimator).__name__,
+    )
+
+
+class NumbersNotBoolsMixin:
+    """Estimators whose parameter validation also refuses a bool given for a number.
+
+    scikit-learn runs ``_validate_params`` at the start of ``fit`` and ``partial_fit``
+    (``_fit_context``); this adds :func:`refuse_bool_numbers` to it, so that every public
+    estimator applies the one rule.  List it before ``BaseEstimator``.
+    """
+
+    def _validate_params(self):
+        super()._validate_params()
+        refuse_bool_numbers(self)
 
 
 def stack_unpaired(paired, unpaired, name):

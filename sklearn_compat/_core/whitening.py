@@ -7,7 +7,7 @@ cross product of the paired rows go in, the (d_x, d_y) map comes out.
 import numpy as np
 import scipy.linalg
 
-__all__ = ["MultiStepMap", "multi_step_map", "psd_power", "unit_rows"]
+__all__ = ["MultiStepMap", "multi_step_map", "psd_power"]
 
 
 def psd_power(C, power, *, rtol=None):
@@ -114,18 +114,3 @@ def multi_step_map(
     elif whiten and dewhiten == "target":
         source = source @ (V.T @ _power_of(eig_y, 0.5, rtol) @ V)
     return MultiStepMap((source @ V.T).astype(np.float64), S.astype(np.float64))
-
-
-def unit_rows(A):
-    """Rows of ``A`` scaled to unit L2 norm (zero rows stay zero); numpy, torch or Dask."""
-    if hasattr(A, "new_zeros"):  # torch
-        import torch
-
-        return torch.nn.functional.normalize(A, dim=1)
-    if type(A).__module__.startswith("dask"):
-        import dask.array as da
-
-        norms = da.sqrt((A * A).sum(axis=1, keepdims=True))
-        return A / da.maximum(norms, np.finfo(A.dtype).tiny)
-    norms = np.linalg.norm(A, axis=1, keepdims=True)
-    return A / np.maximum(norms, np.finfo(A.dtype).tiny)

@@ -16,6 +16,7 @@ Scores equal those of explicit refits on the kept rows (tested against them).
 import numpy as np
 import scipy.linalg
 
+from .ranking import unit_rows
 from .row_space import _RTOL, RowStats, Side, _svd, _well_moved, thin_whitened
 
 __all__ = [
@@ -101,11 +102,11 @@ class SplitRows:
 
 def _reduced_mean(raw, weights, normalize):
     """The weighted mean of a side's rows (unit rows with ``normalize``), reduced coordinates."""
-    return weights @ (_unit(raw.L) if normalize else raw.L) / weights.sum()
+    return weights @ (unit_rows(raw.L) if normalize else raw.L) / weights.sum()
 
 
 def _candidate_side(raw, weights, *, normalize, center):
-    L = _unit(raw.L) if normalize else raw.L
+    L = unit_rows(raw.L) if normalize else raw.L
     mean = np.zeros(L.shape[1])
     if center:
         mean = weights @ L / weights.sum()  # = _reduced_mean, L already prepared
@@ -156,11 +157,6 @@ def _safe_dtype(dtype, *arrays):
     return dtype
 
 
-def _unit(L):
-    # Q has orthonormal columns: a row's norm is its norm in the reduced coordinates.
-    return L / np.maximum(np.linalg.norm(L, axis=1, keepdims=True), np.finfo(float).tiny)
-
-
 def held_offset(split, normalize, center):
     """The candidate's reduced means ``(m_x, m_y)`` (zeros uncentred) of the kept rows."""
     if not center:
@@ -179,7 +175,7 @@ def whitened_held_products(split, stats, *, normalize, center, dtype=np.float64,
     (A, B), _ = thin_whitened(stats, factored=True, dtype=dtype, **options)
     mean_x, mean_y = held_offset(split, normalize, center)
     kx, ky = A.shape[0], B.shape[1]
-    queries = _unit(split.held_x) if normalize else split.held_x
+    queries = unit_rows(split.held_x) if normalize else split.held_x
     targets = split.held_y[:, :ky]
     return ((queries[:, :kx] - mean_x) @ A @ B + mean_y) @ targets.T
 

@@ -20,8 +20,8 @@ import scipy.linalg
 import torch
 
 from .._core.backend import no_tf32, resolve_device, to_torch, torch_generator
+from .._core.polar import procrustes_from_cross
 from .._core.validation import check_row_labels
-from ..procrustes import procrustes_from_cross
 from .adapter import AffineAdapter
 from .losses import orthogonality_gap
 from .training import SMALL_STEP_MACS, TrainConfig, small_problem_threads, train_adapters

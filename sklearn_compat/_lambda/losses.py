@@ -159,6 +159,9 @@ def contrastive_loss(queries, keys, labels=None, temperature=0.1):
     >>> contrastive_loss(keys, keys, labels=torch.tensor([0, 0, 1, 2])).item() > matched.item()
     True
     """
+    # The hot loop of every trained aligner: torch's own normalize is differentiable and
+    # never waits on the device; the rows are the training data's, rescaled at fit to
+    # ordinary norms, so the plain norm that ranking.unit_rows guards is exact here.
     q = F.normalize(queries, dim=1)
     k = F.normalize(keys, dim=1)
     logits = (q @ k.T) / temperature

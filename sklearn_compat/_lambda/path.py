@@ -11,14 +11,9 @@ from scipy.special import expit
 from sklearn.base import clone
 from sklearn.exceptions import FitFailedWarning
 from sklearn.utils import Bunch, check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core.backend import resolve_device
-from .._core.validation import refuse_bool_numbers
-
-# The estimator module does not import this one (no circle): the path is public through
-# sklearn_compat and sklearn_compat.lambda_orth_cv.
-from ..lambda_orth import LambdaOrthAligner
 from .fitting import (
     FittedMap,
     StartMap,
@@ -31,7 +26,7 @@ from .fitting import (
 from .losses import orthogonality_gap
 from .training import small_problem_threads
 
-__all__ = ["lambda_orth_path"]
+__all__ = ["walk_lams"]
 
 
 # The walking options, validated the same way here and in LambdaOrthAlignerCV.
@@ -54,178 +49,26 @@ READINGS_PER_EPOCH = 4
 BOUND_PATIENCE = 2
 
 
-@validate_params(
-    {
-        "X": ["array-like"],
-        "Y": ["array-like"],
-        "lams": ["array-like"],
-        "estimator": "no_validation",
-        "labels": ["array-like", None],
-        **PATH_CONSTRAINTS,
-        "secant": ["boolean"],
-        "coef_init": [tuple, None],
-        "error_score": [StrOptions({"raise"}), Real],
-        "verbose": ["verbose"],
-    },
-    prefer_skip_nested_validation=True,
-)
-def lambda_orth_path(
+def walk_lams(
+    estimator,
     X,
     Y,
     lams,
     *,
-    estimator=None,
-    labels=None,
-    direction="increasing",
-    warm_n_iter_no_change="auto",
-    warm_tol=0.0,
-    stop_at_bound=False,
-    secant=True,
-    coef_init=None,
-    error_score="raise",
-    verbose=0,
+    labels,
+    direction,
+    warm_n_iter_no_change,
+    warm_tol,
+    stop_at_bound,
+    secant,
+    coef_init,
+    error_score,
+    verbose,
 ):
-    """Train :class:`~sklearn_compat.LambdaOrthAligner` maps along a grid of ``lam``.
-
-    The rows are prepared once (validated, split for early stopping, rescaled, moved to
-    the device) and the ``lam`` values are trained in turn, in increasing (or decreasing)
-    order, each from the previous one's map with a fresh optimizer: what ``enet_path`` is
-    to ``Lasso``.  The first ``lam`` is a cold fit, identical to
-    ``LambdaOrthAligner(lam=lams[first]).fit(X, Y)`` (unless ``stop_at_bound``); every
-    ``lam`` draws the same
-    minibatch orders as that cold fit would.  :class:`~sklearn_compat.LambdaOrthAlignerCV`
-    runs this path on each fold.
-
-    Parameters
-    ----------
-    X : array-like or torch.Tensor of shape (n_samples, n_features)
-        Source embeddings (the new model's).
-    Y : array-like or torch.Tensor of shape (n_samples, n_targets)
-        Target embeddings of the same items in the same row order (the old model's).
-    lams : array-like of float in [0, inf] of shape (n_lams,)
-        The grid, in any order (the results keep it); distinct values.
-    estimator : LambdaOrthAligner, default=None
-        The training settings (every parameter but ``lam``); None is
-        ``LambdaOrthAligner()``.  Never modified.  Fix its ``random_state`` for
-        repeatable paths.
-    labels : array-like of shape (n_samples,), default=None
-        Class labels of the rows, for the supervised contrastive term.
-    direction : {"increasing", "decreasing"}, default="increasing"
-        The order in which the grid is walked.  "increasing" (from orthogonal towards
-        the unregularised end) trains fewer epochs: each relaxation lets ``W`` move on
-        along the data's own gradient from a map that already has the right shape.
-    warm_n_iter_no_change : int or "auto", default="auto"
-        Early-stopping patience of every fit but the first (a cold fit with the
-        estimator's own ``n_iter_no_change``).  "auto" is half the estimator's value,
-        rounded up: the next ``lam`` carries on from where a fit stopped, so waiting
-        longer at each step mostly repeats work.
-    warm_tol : float in [0, 1), default=0.0
-        Relative tolerance of the warm fits' early stopping: an epoch whose monitored loss
-        improves on the best by less than ``warm_tol`` times the best (or less than the
-        estimator's ``tol``) counts as no improvement.  A warm fit starts next to its
-        optimum and mostly gains minibatch noise after a few epochs; on a real text pair
-        (256-d -> 384-d) ``3e-3`` ended those fits after 3-6 epochs instead of 9-17.  Where
-        the fits travel far (cold fits of a hundred epochs and more), a warm fit stopped
-        that early stays short of its ``lam`` and the larger values then reuse it: keep 0
-        there.
-    stop_at_bound : bool, default=False
-        Walking upwards, end a fit as soon as it has settled on its constraint.  Every fit
-        (the first included) then reads its held-out loss four times per epoch (the
-        history holds one entry per reading); while its map sits on the penalty's wall,
-        ``lam - 10 / sharpness <= N <= lam + 5 / sharpness`` (the data pull ``W`` out to
-        ``lam`` and the penalty holds it there), two readings without improvement end
-        the fit, elsewhere its usual patience does.  The first fit is then no longer the
-        cold fit of GridSearchCV.  It pays where fits settle at once and misleads where
-        one slides along its wall for long; see
-        the Notes (Text pairs) of :class:`~sklearn_compat.LambdaOrthAlignerCV` for both cases
-        measured.  Walking downwards it has no effect.
-    secant : bool, default=True
-        Walking upwards, start each fit (from the third on) at the secant prediction
-        through the last two fits, ``W_k + beta (W_k - W_{k-1})`` with ``beta`` the ratio
-        of the coming step in ``lam`` to the last one (at most 1), halved until the start
-        lies inside the new constraint ``N <= lam - 1`` or no further from orthogonality
-        than ``W_k``.  False starts each fit at the previous map.
-    coef_init : tuple (W, bias) or (W, bias, (V, c)), default=None
-        Start of the first fit in user units (``V, c``: the forward adapter's, with
-        ``bidirectional``); None is the estimator's ``init``.
-    error_score : "raise" or float, default="raise"
-        What a diverging fit (``FloatingPointError``) does: "raise" re-raises it; a number
-        (e.g. ``np.nan``) issues a ``FitFailedWarning``, fills that ``lam``'s map and gap
-        with NaN and goes on from the last good map, as GridSearchCV's ``error_score``.
-    verbose : int, default=0
-        Print one line per ``lam`` when > 0.
-
-    Returns
-    -------
-    path : Bunch
-        One entry per ``lam``, in the order of ``lams``:
-
-        - ``lams`` : ndarray of shape (n_lams,), the grid as float64.
-        - ``coefs`` : ndarray of shape (n_lams, n_features, n_targets), ``W`` in user
-          units (``transform(X) = X @ W + bias``).
-        - ``intercepts`` : ndarray of shape (n_lams, n_targets), ``bias``.
-        - ``forward_coefs``, ``forward_intercepts`` : the forward adapter's ``(V, c)``
-          per ``lam`` (``bidirectional``), else None.
-        - ``orthogonality_gaps`` : ndarray of shape (n_lams,), ``N`` of each map in unit
-          RMS coordinates (the ``orthogonality_gap_`` a fit would report).
-        - ``n_epochs`` : ndarray of int of shape (n_lams,), epochs trained (0 where
-          reused or failed).
-        - ``best_epochs`` : list, each fit's ``best_epoch_`` (the reused fit's where
-          reused; None without held-out early stopping or where failed).
-        - ``histories`` : list of dict, each fit's ``history_`` (the reused fit's where
-          reused, None where failed).
-        - ``reused`` : ndarray of bool of shape (n_lams,), where the previous fit was
-          reused without training: the penalty, at its ``W``, is negligible (its value
-          times ``sharpness`` below the estimator's ``tol``) both at the previous ``lam``
-          and at this one, so the two problems coincide near ``W``.  This covers large
-          ``lam`` values (and ``inf``) beyond the gap the data ask for, and every ``lam``
-          with ``strict=True``.
-        - ``fit_times`` : ndarray of shape (n_lams,), seconds per fit (the preparation is
-          charged to the first).
-        - ``errors`` : list of str or None, the message of each failed fit.
-        - ``x_scale``, ``y_scale`` : float, the unit scales of the rows (as the
-          estimator's ``x_scale_``, ``y_scale_``).
-
-    See Also
-    --------
-    LambdaOrthAlignerCV : chooses ``lam`` by cross-validation along this path.
-    LambdaOrthAligner : one fit at one ``lam``.
-
-    Notes
-    -----
-    Ricci et al. (NeurIPS 2025) fit one ``lam`` at a time.  The path is an engineering
-    shortcut with the same fixed points: each fit is a full fit of its own ``lam`` (the
-    same objective, early stopping and minibatch orders), started closer to its optimum.
-    Early stopping ends a warm-started fit at a different point than a cold one, so the
-    maps are close to, not equal to, cold fits.  Carrying Adam's moments from one ``lam``
-    to the next was measured to train more epochs, so each fit has a fresh optimizer.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_compat import LambdaOrthAligner
-    >>> from sklearn_compat import lambda_orth_path
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(400, 6))
-    >>> Y = X @ np.diag([0.5, 0.8, 1.0, 1.0, 1.2, 1.5]) + 0.05 * rng.normal(size=(400, 6))
-    >>> path = lambda_orth_path(
-    ...     X, Y, [0.0, 1.0, np.inf], estimator=LambdaOrthAligner(max_epochs=30, random_state=0)
-    ... )
-    >>> path.coefs.shape
-    (3, 6, 6)
-    >>> bool(path.orthogonality_gaps[0] < 0.3 < path.orthogonality_gaps[2])
-    True
-    >>> Z = X @ path.coefs[2] + path.intercepts[2]  # the map at lam=inf
-    >>> bool(np.mean((Z - Y) ** 2) < np.mean((X @ path.coefs[0] + path.intercepts[0] - Y) ** 2))
-    True
-    """
-    if estimator is None:
-        estimator = LambdaOrthAligner()
-    elif not isinstance(estimator, LambdaOrthAligner):
-        raise TypeError(f"estimator must be a LambdaOrthAligner, got {type(estimator).__name__}.")
+    """:func:`~sklearn_compat.lambda_orth_cv.lambda_orth_path` for a checked
+    ``LambdaOrthAligner`` (never modified): prepare the rows once, walk the grid."""
     settings = clone(estimator)  # a RandomState instance is copied, not consumed
-    settings._validate_params()
-    refuse_bool_numbers(settings)
+    settings._validate_params()  # a bool given for a number is refused too
     # fit_intercept="auto" is decided once on these rows, as the estimator's fit would.
     settings._resolve_intercept(X, Y, labels)
     X, Y = settings._validate_pair(X, Y, reset=True)

@@ -8,8 +8,7 @@ net's loss (with ``lam`` a plain hyper-parameter, so GridSearchCV tunes it), the
 :class:`~sklearn_compat.lambda_orth.AffineAdapter`.
 
 ``LambdaOrthAligner`` itself does not train through skorch: its loop keeps the data on the
-device and avoids per-step host syncs, which skorch's DataLoader-based loop cannot (see
-``benchmarks/bench_lambda.py``).
+device and avoids per-step host syncs, which skorch's DataLoader-based loop cannot.
 """
 
 import math

@@ -10,18 +10,18 @@ definition (Barlow Twins: Zbontar et al., ICML 2021, arXiv:2103.03230; alignment
 Wang & Isola, ICML 2020, arXiv:2005.10242); see also docs/methods.md, section "Relative
 representations and PARAM":
 
-soft Jaccard (weight ``"jaccard"``, default 1.0)
+soft Jaccard (weight ``"jaccard"``, default ``1.0``)
     ``p = softmax(z / 0.5)`` of each row-standardised relative vector ``z``; for two banks,
     ``1 - mean_i sum_j min(p_ij, q_ij) / sum_j max(p_ij, q_ij)`` (soft intersection over union).
-Barlow Twins (``"barlow"``, 1.0)
+Barlow Twins (``"barlow"``, default ``1.0``)
     Columns standardised over the batch, ``C = Z_b^T Z_c / B`` (m, m);
     ``(sum_j (1 - C_jj)^2 + (1/m) sum_{j != l} C_jl^2) / m``: the cross-correlation is driven
     to the identity, off-diagonal weight 1/m; divided by m to keep it O(1).
-alignment + uniformity (``"align_uniform"``, 1.0)
+alignment + uniformity (``"align_uniform"``, default ``1.0``)
     Wang & Isola (2020) on L2-normalised relative vectors ``u``: alignment
     ``mean_i ||u_b,i - u_c,i||^2`` plus uniformity ``log mean_{i != j} exp(-2 ||u_i - u_j||^2)``
     within each bank (t = 2, weight 1 between them, as in the original).
-anchor cohesion (``"cohesion"``, 0.1)
+anchor cohesion (``"cohesion"``, default ``0.1``)
     ``sum_ij P_ij ||(a_i - s_j) L||^2 / (m d)`` with ``L`` the bank's whitening: each anchor
     stays near the support items it mixes (a local prototype, not a blur of far-apart items).
     It equals the P-weighted whitened variance of each mixture, so it rewards sparse rows.
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .._core.backend import to_numpy, to_torch, torch_generator
-from .._core.ranking import scaled_row_norms
+from .._core.ranking import scaled_l2_normalize
 from .similarity import torch_similarity
 
 __all__ = ["DEFAULT_LOSS_WEIGHTS", "initial_logits", "train_mixture"]
@@ -87,10 +87,6 @@ def _barlow(Rb, Rc):
     diag = torch.diagonal(C)
     off = (C * C).sum() - (diag * diag).sum()
     return (((1.0 - diag) ** 2).sum() + off / m) / m
-
-
-def _unit(R):
-    return R / torch.clamp(scaled_row_norms(R), min=1e-12)
 
 
 def _uniformity(u):
@@ -175,7 +171,9 @@ def train_mixture(
                 spread = P @ W_sq - (Aw * Aw).sum(1)
                 cohesion = cohesion + spread.mean() / W.shape[1]
             cohesion = cohesion / len(Xs)
-            units = [_unit(r) for r in R]
+            # A training step: differentiable, and no wait on the device to find the rows
+            # whose plain norm overflows (which unit_rows reads once per call).
+            units = [scaled_l2_normalize(r) for r in R]
             uniform = sum(_uniformity(u) for u in units) / len(units)
             loss = weights["cohesion"] * cohesion + weights["align_uniform"] * uniform
             if pairs:

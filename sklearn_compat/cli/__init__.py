@@ -4,11 +4,11 @@ Subcommands::
 
     sklearn-compat fit --method procrustes|affine|lambda-orth|whitened|refined|residual|rcsls \\
         --source SRC --target TGT \\
-        --id-column ID --model MODEL [method options such as --lam 12]
+        [--id-column ID] --model MODEL [method options such as --lam 12]
     sklearn-compat transform --model MODEL --input SRC --output OUT [--id-column ID]
-    sklearn-compat evaluate --model MODEL --source SRC --target TGT --id-column ID [--json] \\
+    sklearn-compat evaluate --model MODEL --source SRC --target TGT [--id-column ID] [--json] \\
         [--report report.md]
-    sklearn-compat grid --source SRC --target TGT --id-column ID --lam 0 4 12 inf \\
+    sklearn-compat grid --source SRC --target TGT [--id-column ID] --lam 0 4 12 inf \\
         --cv 5 --output RESULTS
     sklearn-compat encode --input SRC --output OUT --n-anchors 64 \\
         [--parallel OTHER --parallel-output OTHER_OUT]
@@ -16,10 +16,14 @@ Subcommands::
         [--gallery-form centered|raw] [--csls K | --no-csls]
     sklearn-compat export --model MODEL --format npz|faiss|onnx --output FILE
     sklearn-compat inspect --model MODEL [--json]
-    sklearn-compat rollback --table DIR/NAME.lance [--to-version N]
+    sklearn-compat rollback --table DIR/NAME.lance|URI::TABLE [--to-version N]
 
 Tables are CSV, Parquet or .npy, chosen from the file name, or vector stores: a LanceDB
-table ``DIR/NAME.lance`` or a Chroma collection ``DIR::NAME`` (see :mod:`sklearn_compat.io`).
+table ``DIR/NAME.lance``, a Chroma collection ``DIR::NAME`` or a Postgres table with a
+pgvector column ``postgresql://...::TABLE`` (see :mod:`sklearn_compat.io`).
+``fit``, ``evaluate`` and ``grid`` pair source and target rows by ``--id-column``; without
+one, rows are paired by position (said once on stderr) and both tables must have the same
+number of rows.
 Exit status: 0 on success, 1 when the input, the model or an output is wrong (one line
 ``sklearn-compat: error: ...`` on stderr naming the file, row or column; no output file
 is left behind), 2 for a malformed command line, 130 when interrupted (Ctrl-C) and 143

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io._common import ColumnSpec, InputError
+from ..io._common import ColumnSpec, InputError, table_format_or_none
 from ..io._join import join_on_ids
 from ..io._model_files import load_model, save_model
 from ..io._read import open_table, read_table
@@ -25,7 +25,15 @@ from ._mapping import model_input as _model_input
 from ._mapping import model_width as _model_width
 from ._mapping import progress as _progress
 from ._mapping import source_columns as _source_columns
-from ._registry import LABEL_METRICS, METHODS, METRICS, NotAvailable, build_method, load
+from ._registry import (
+    LABEL_METRICS,
+    METHODS,
+    METRICS,
+    UNPAIRED_METHODS,
+    NotAvailable,
+    build_method,
+    load,
+)
 from ._stores import (
     check_retention,
     holdout_split,
@@ -57,6 +65,8 @@ def _log(message):
 
 def _check_output(path, force, inputs=()):
     """Fail now if ``path`` could not be written at the end; leaves nothing behind."""
+    if table_format_or_none(path) == "pgvector":
+        return  # a database table, checked by its writer when opened
     AtomicOutput(path, force=force, inputs=inputs).abort()
 
 
@@ -99,7 +109,9 @@ def _read_pair(args, extra_columns=()):
     Y = target[1].X[rows_t]
     extra = {c: source[1].extra[c][rows_s] for c in src_extra}
     extra.update({c: target[1].extra[c][rows_t] for c in tgt_extra})
-    extra[JOINED_IDS] = source[1].ids[rows_s]
+    # Tables paired by position have no ids: their row numbers stand in (as for a plain
+    # .npy array), so the saved model still records which rows it was fitted on.
+    extra[JOINED_IDS] = _ids(source[1])[rows_s]
     return X, Y, source[0], target[0], report, extra
 
 
@@ -134,6 +146,10 @@ def _named_frame(A, reader):
 def run_fit(args):
     _check_output(args.model, args.force, inputs=(args.source, args.target))
     estimator = build_method(args.method, args)
+    if args.method in UNPAIRED_METHODS:
+        return _fit_unpaired(estimator, args)
+    if args.seed_pairs:
+        raise InputError(f"--seed-pairs does not apply to --method {args.method}")
     fit_params = {}
     if args.labels_column and "labels" not in inspect.signature(estimator.fit).parameters:
         raise InputError(f"--labels-column does not apply to --method {args.method}")
@@ -178,6 +194,97 @@ def run_fit(args):
             )
         )
     return 0
+
+
+def _fit_unpaired(estimator, args):
+    """``fit`` of a method that learns from unpaired rows: no join, every row of both."""
+    for flag, value in (("--holdout", args.holdout), ("--labels-column", args.labels_column)):
+        if value:
+            raise InputError(f"{flag} does not apply to --method {args.method}")
+    src, source = read_table(args.source, _source_spec(args), dtype=args.dtype)
+    tgt, target = read_table(args.target, _target_spec(args), dtype=args.dtype)
+    pairs = None
+    if args.seed_pairs:
+        pairs = _read_seed_pairs(args.seed_pairs, source, target, src, tgt)
+    estimator.fit(_named_frame(source.X, src), _named_frame(target.X, tgt), pairs=pairs)
+    fmt = save_model(
+        estimator,
+        args.model,
+        format=args.model_format,
+        force=args.force,
+        n_training_rows=int(source.X.shape[0]),
+    )
+    n_seeds = 0 if pairs is None else len(pairs)
+    _log(
+        f"fitted {type(estimator).__name__} on {len(source.X)} source and {len(target.X)} "
+        f"target rows, unpaired, with {n_seeds} seed pairs ({source.X.shape[1]} -> "
+        f"{target.X.shape[1]} dimensions); confidence {estimator.confidence_:.3f}; "
+        f"saved {args.model} ({fmt})"
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "method": args.method,
+                    "model": str(args.model),
+                    "format": fmt,
+                    "n_source_rows": int(source.X.shape[0]),
+                    "n_target_rows": int(target.X.shape[0]),
+                    "n_seed_pairs": n_seeds,
+                    "n_matches": int(len(estimator.matches_)),
+                    "confidence": float(estimator.confidence_),
+                    "source_width": int(source.X.shape[1]),
+                    "target_width": int(target.X.shape[1]),
+                }
+            )
+        )
+    return 0
+
+
+def _read_seed_pairs(path, source, target, src, tgt):
+    """Rows ``(source row, target row)`` of the known matches in ``path``.
+
+    The file's first two columns hold a source id and a target id; without id columns
+    (a plain array, no ``--id-column``) they are row numbers from 0.
+    """
+    name = str(path).lower()
+    try:
+        if name.endswith((".parquet", ".pq")):
+            table = pd.read_parquet(path)
+        else:
+            table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise InputError("no such file", path=path) from None
+    except Exception as exc:  # noqa: BLE001 - any parse failure becomes one line
+        raise InputError(f"cannot read the seed pairs: {exc}", path=path) from None
+    if table.shape[1] < 2:
+        raise InputError(
+            f"needs two columns (a source id, then a target id), found {table.shape[1]}",
+            path=path,
+        )
+    rows = []
+    for column, (batch, reader, side) in enumerate(
+        ((source, src, "source"), (target, tgt, "target"))
+    ):
+        values = table.iloc[:, column].astype(str).str.strip()
+        if reader.id_column is None:
+            ids = pd.Series([str(i) for i in range(len(batch.X))])
+        else:
+            ids = pd.Series(batch.ids).astype(str)
+        # An id on several rows names its first.
+        first = pd.Series(np.arange(len(ids)), index=ids)[~ids.duplicated().to_numpy()]
+        found = values.map(first).fillna(-1).to_numpy(dtype=np.int64)
+        missing = np.flatnonzero(found < 0)
+        if len(missing):
+            i = int(missing[0])
+            what = "row number" if reader.id_column is None else "id"
+            raise InputError(
+                f"line {i + 2}, column {table.columns[column]!r}: {side} {what} "
+                f"{values.iloc[i]!r} is not in {reader.path}",
+                path=path,
+            )
+        rows.append(found)
+    return np.stack(rows, axis=1).astype(np.int64)
 
 
 # ------------------------------------------------------------------------- transform
@@ -296,6 +403,12 @@ def run_evaluate(args):
             f"into {Z.shape[1]} dimensions",
             path=tgt.path,
         )
+    evaluated_on = _evaluated_on(model, src, extra[JOINED_IDS])
+    if evaluated_on == "training":
+        _log(
+            f"evaluated on the {X.shape[0]} training pairs of {args.model} (the ids it was "
+            "fitted on): these are training figures, not held-out ones"
+        )
     device = args.device or "auto"
     labels = extra.get(args.labels_column) if args.labels_column else None
     metrics = dict(METRICS)
@@ -317,6 +430,7 @@ def run_evaluate(args):
                     "n_pairs": int(X.shape[0]),
                     "metrics": results,
                     "not_available": sorted(missing),
+                    "evaluated_on": evaluated_on,
                     "join": report.as_dict(),
                 },
                 indent=2,
@@ -329,15 +443,34 @@ def run_evaluate(args):
             print(f"{name:<{width}}  {value:.4f}")
         print(f"{'pairs':<{width}}  {X.shape[0]}")
     if args.report:
-        _write_report(model, _model_input(X, *_source_columns(model, src)), Y, labels, args)
+        X_model = _model_input(X, *_source_columns(model, src))
+        _write_report(model, X_model, Y, labels, args, evaluated_on)
     return 0
 
 
-def _write_report(model, X, Y, labels, args):
+def _evaluated_on(model, reader, ids):
+    """``"training"`` when the pairs are exactly those the model was fitted on, by the ids
+    its fingerprint records; else ``"unknown"`` (a digest cannot tell a partial overlap).
+
+    Row numbers are not compared: two tables paired by position share them whatever
+    their rows hold.
+    """
+    fingerprint = getattr(model, "fingerprint_", None) or {}
+    digest = fingerprint.get("training_ids_sha256")
+    if digest is None or reader.id_column is None:
+        return "unknown"
+    from ..io._fingerprint import ids_digest
+
+    return "training" if ids_digest(ids) == digest else "unknown"
+
+
+def _write_report(model, X, Y, labels, args, evaluated_on):
     """The bridge-or-reindex report as Markdown, its figure beside it (.png)."""
     from ..metrics import compatibility_report
 
-    report = compatibility_report(model, X, Y, labels=labels, device=args.device or "auto")
+    report = compatibility_report(
+        model, X, Y, labels=labels, device=args.device or "auto", evaluated_on=evaluated_on
+    )
     figure = report_figure_path(args.report)
     with AtomicOutput(figure, force=args.force) as out:
         report.plot(out.tmp)
@@ -558,6 +691,15 @@ def run_search(args):
     query_reader, queries = read_table(args.queries, _source_spec(args), dtype=args.dtype)
     _check_width(query_reader, _model_width(model, args.model), args.model)
     gallery_reader, gallery = read_table(args.gallery, _source_spec(args), dtype=args.dtype)
+    n_gallery = len(gallery.X)
+    if isinstance(args.csls, int) and args.csls >= n_gallery:
+        # Each gallery item's crowding is measured among the other items.
+        raise InputError(
+            f"--csls {args.csls} needs a gallery of more than {args.csls} items, and it has "
+            f"{n_gallery}; pass a smaller --csls, --no-csls (plain cosine), or leave --csls "
+            "at auto, which adapts to the gallery",
+            path=gallery_reader.path,
+        )
     search = searcher_class(
         model,
         n_neighbors=args.n_neighbors,

@@ -14,7 +14,7 @@ parser is listed, so a new command cannot skip the rule.
 import os
 from pathlib import Path
 
-from ..io._common import InputError
+from ..io._common import POSTGRES_SCHEMES, InputError, redact_uri
 
 __all__ = ["FILES", "check_files", "grid_plot_path", "report_figure_path"]
 
@@ -119,11 +119,14 @@ def check_files(args):
         for in_flag, source in inputs:
             if _same_file(out, source):
                 hint = ""
-                if args.command == "transform" and out.rstrip("/").endswith(".lance"):
+                in_place = out.rstrip("/").endswith(".lance") or out.lower().startswith(
+                    POSTGRES_SCHEMES
+                )
+                if args.command == "transform" and in_place:
                     hint = "; pass --replace (not --output) to migrate a table in place"
                 raise InputError(
                     f"is also an input of this command ({out_flag} is {in_flag}){hint}",
-                    path=out,
+                    path=redact_uri(out),
                 )
     for i, (flag, path) in enumerate(outputs):
         for other_flag, other in outputs[:i]:

@@ -47,7 +47,9 @@ def _table_parser():
     g.add_argument(
         "--id-column",
         metavar="ID",
-        help="the id column (a plain 2-d .npy array has ids = row numbers)",
+        help="the id column that pairs source and target rows (without one, rows are "
+        "paired by position and the tables must have the same row count; a plain 2-d "
+        ".npy array has ids = row numbers)",
     )
     g.add_argument("--prefix", help="embedding columns: numeric columns starting with PREFIX")
     g.add_argument(
@@ -138,7 +140,8 @@ def _add_fit(sub, parents):
         parents=[parents["common"], parents["pair"], parents["table"]],
         help="fit a map from SRC's space into TGT's and save it",
         description="Join SRC and TGT on the id column, fit the method on "
-        "the matched rows and save the model.",
+        "the matched rows and save the model.  --method unpaired joins nothing: it "
+        "learns from all rows of both tables (and --seed-pairs, if given).",
     )
     fit.add_argument("--method", required=True, choices=sorted(METHODS))
     fit.add_argument("--model", required=True, help="where to save the model")
@@ -159,6 +162,12 @@ def _add_fit(sub, parents):
     _add_labels_column(
         fit, "lambda-orth: class labels (in SRC or TGT) for the supervised contrastive term"
     )
+    fit.add_argument(
+        "--seed-pairs",
+        metavar="FILE",
+        help="unpaired: a CSV or Parquet table of known matches, first column a SRC id, "
+        "second a TGT id (row numbers from 0 when no --id-column is given)",
+    )
     add_method_options(fit)
 
 
@@ -170,7 +179,9 @@ def _add_transform(sub, parents):
         description="Map every row of INPUT with MODEL; ids are kept.",
     )
     tr.add_argument(
-        "--input", required=True, help="a table, or a LanceDB DIR/NAME.lance or Chroma DIR::NAME"
+        "--input",
+        required=True,
+        help="a table, or a LanceDB DIR/NAME.lance, Chroma DIR::NAME or Postgres URI::TABLE",
     )
     tr.add_argument("--output", help="where to write (a new store table for a store input)")
     _add_force(tr, "an existing output")
@@ -211,6 +222,17 @@ def _fraction(text):
     return value
 
 
+def _retention(text):
+    """A retention threshold: a number in [0, 1] (a NaN would pass every comparison)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text}")
+    return value
+
+
 def _add_store_options(tr):
     g = tr.add_argument_group("migrations (vector stores)")
     g.add_argument(
@@ -221,12 +243,13 @@ def _add_store_options(tr):
     g.add_argument(
         "--replace",
         action="store_true",
-        help="LanceDB: write the new vectors as a new version of --input once all are "
-        "written and checked; 'sklearn-compat rollback' restores the old version",
+        help="migrate --input in place once every new vector is written and checked "
+        "(LanceDB: a new version; Postgres: one transaction that keeps the old vectors and "
+        "rebuilds the vector index); 'sklearn-compat rollback' restores the old vectors",
     )
     g.add_argument(
         "--min-retention",
-        type=float,
+        type=_retention,
         metavar="R",
         help="refuse unless the model's held-out retention (fit --holdout) is at least R",
     )
@@ -236,14 +259,15 @@ def _add_rollback(sub, parents):
     rb = sub.add_parser(
         "rollback",
         parents=[parents["common"]],
-        help="restore a LanceDB table's version from before a 'transform --replace'",
+        help="restore a LanceDB table's version, or a Postgres table's vectors, from "
+        "before a 'transform --replace'",
     )
-    rb.add_argument("--table", required=True, metavar="DIR/NAME.lance")
+    rb.add_argument("--table", required=True, metavar="DIR/NAME.lance|URI::TABLE")
     rb.add_argument(
         "--to-version",
         type=positive_int,
         metavar="N",
-        help="restore this version (default: the one the last migration replaced)",
+        help="LanceDB: restore this version (default: the one the last migration replaced)",
     )
 
 
@@ -259,7 +283,8 @@ def _add_evaluate(sub, parents):
         "--report",
         metavar="MD",
         help="also write the bridge-or-reindex report (Markdown) here, its figure beside it "
-        "(same name, .png); SRC = new model, TGT = old model, held-out rows",
+        "(same name, .png); SRC = new model, TGT = old model, held-out rows (the report "
+        "says so when they are MODEL's own training pairs)",
     )
     _add_force(ev, "an existing report")
     _add_device(ev)
@@ -392,8 +417,9 @@ def _add_search(sub, parents):
         default="auto",
         metavar="K",
         help="rank by CSLS with K neighbours, each gallery item's crowding measured among "
-        "the other gallery items (score = 2 cos - both penalties); default auto: 10, "
-        "or plain cosine where MODEL was trained for retrieval with cosine",
+        "the other gallery items (score = 2 cos - both penalties); default auto: 10 (at "
+        "most the gallery's size less one), or plain cosine where MODEL was trained for "
+        "retrieval with cosine",
     )
     csls.add_argument(
         "--no-csls",

@@ -23,6 +23,7 @@ __all__ = [
     "LABEL_METRICS",
     "OPTIONS",
     "NotAvailable",
+    "UNPAIRED_METHODS",
     "add_method_options",
     "build_method",
     "load",
@@ -216,7 +217,13 @@ METHODS = {
         "ResidualAdapterAligner",
         {"lam": "lam", **_TRAINING, "device": "device"},
     ),
+    "unpaired": Method(
+        "unpaired", "UnpairedProcrustesAligner", {"seed": "random_state", "device": "device"}
+    ),
 }
+
+#: Methods fitted on two tables whose rows are not paired: ``fit`` joins nothing.
+UNPAIRED_METHODS = ("unpaired",)
 
 
 def add_method_options(parser, *, grid=False):

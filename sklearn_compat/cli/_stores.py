@@ -1,8 +1,10 @@
-"""``transform`` into a vector store (LanceDB, Chroma), the retention gate, ``rollback``.
+"""``transform`` into a vector store (LanceDB, Chroma, Postgres with pgvector), the
+retention gate, ``rollback``.
 
 A migration into a store is written batch by batch into a staging table or collection
 that only becomes the output once every row is in it and checked (see
-:mod:`sklearn_compat.io._lance` and :mod:`sklearn_compat.io._chroma`); an interrupted one
+:mod:`sklearn_compat.io._lance`, :mod:`sklearn_compat.io._chroma` and
+:mod:`sklearn_compat.io._pgvector_write`); an interrupted one
 is finished by the same command with ``--resume``.
 """
 
@@ -131,7 +133,8 @@ def _digest(path):
 
 
 def _migration(args, reader, width):
-    """The store writer for this job: a LanceDB table or a Chroma collection."""
+    """The store writer for this job: a LanceDB table, a Chroma collection or a Postgres
+    table."""
     kind = reader.format
     target = args.input if args.replace else args.output
     if table_format(target) != kind:
@@ -147,6 +150,11 @@ def _migration(args, reader, width):
         "vector_column": reader.list_column or ",".join(reader.vector_columns),
     }
     options = {"replace": args.replace, "resume": args.resume, "force": args.force}
+    if kind == "pgvector":
+        from ..io._pgvector_write import PgvectorMigration
+
+        column = args.output_column or reader.list_column
+        return PgvectorMigration(reader, args.output, width, column, job, **options)
     if kind == "lance":
         from ..io._lance import LanceMigration
 
@@ -272,9 +280,15 @@ def _stop_between_batches():
 # ------------------------------------------------------------------------- rollback
 def run_rollback(args):
     fmt = table_format(args.table)
+    if fmt == "pgvector":
+        from ..io._pgvector_rollback import rollback_pgvector
+
+        _log(rollback_pgvector(args.table, args.to_version))
+        return 0
     if fmt != "lance":
         raise InputError(
-            "rollback restores a LanceDB table's earlier version (DIR/NAME.lance)",
+            "rollback restores a LanceDB table's earlier version (DIR/NAME.lance) or the "
+            "vectors a Postgres table's last --replace kept (URI::TABLE)",
             path=args.table,
         )
     from ..io._lance import rollback_lance

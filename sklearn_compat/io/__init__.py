@@ -1,4 +1,5 @@
-"""Reading and writing embedding tables (CSV, Parquet, .npy, LanceDB, Chroma) and fitted models.
+"""Reading and writing embedding tables (CSV, Parquet, .npy, LanceDB, Chroma, Postgres with
+pgvector) and fitted models.
 
 Fitted linear maps are exported for a serving stack (numpy ``.npz``, FAISS, ONNX) with
 :func:`export_map`; :func:`linear_form` gives the map as ``(W, b)``.
@@ -7,8 +8,10 @@ An *embedding table* holds an id column and the embedding, either as numeric col
 per dimension) or as one list-valued column.  The format comes from the file name:
 ``.csv``, ``.parquet`` / ``.pq`` or ``.npy``; or it is a vector store's table: a LanceDB
 table ``DIR/NAME.lance`` (``lancedb.connect(DIR).open_table(NAME)``) or a Chroma
-collection ``DIR::NAME`` (``chromadb.PersistentClient(DIR).get_collection(NAME)``), with
-the extras ``[lancedb]`` and ``[chroma]``.  Each format is one private module.
+collection ``DIR::NAME`` (``chromadb.PersistentClient(DIR).get_collection(NAME)``) or a
+Postgres table ``URI::TABLE`` (a libpq connection URI, then the table; its ``vector`` or
+``halfvec`` column is the embedding, its primary key the ids), with the extras
+``[lancedb]``, ``[chroma]`` and ``[pgvector]``.  Each format is one private module.
 
 ``.npy`` tables are either a plain 2-d float array (ids are the row numbers) or a
 structured array with an id field and either one float sub-array field (the list form)

@@ -91,16 +91,6 @@ class ArrowTableReader(TableReader):
                 path=self.path,
             )
         lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
-        if self.width is None and n:
-            self.width = int(lengths[0])
-        wrong = lengths != self.width
-        if wrong.any():
-            i = int(np.flatnonzero(wrong)[0])
-            batch = Batch(start, ids, np.empty((n, 0)))
-            raise InputError(
-                f"{self._locate(batch, i, self.list_column)}: list has {lengths[i]} values, "
-                f"expected {self.width}",
-                path=self.path,
-            )
+        self._check_list_lengths(lengths, start, ids)
         values = arr.flatten().to_numpy(zero_copy_only=False)
         return np.asarray(values, dtype=dtype).reshape(n, self.width or 0)

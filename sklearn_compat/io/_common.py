@@ -11,6 +11,7 @@ __all__ = [
     "InputError",
     "ColumnSpec",
     "table_format",
+    "redact_uri",
     "csv_compression",
     "is_pattern",
     "FORMATS",
@@ -40,27 +41,34 @@ FORMATS = {
 # ``chromadb.PersistentClient(path=DIR)`` and the collection's name.
 CHROMA_SEPARATOR = "::"
 
+# A Postgres table is named ``URI::TABLE``: a libpq connection URI (these schemes), then
+# the table's name, schema-qualified or not.  Checked before Chroma's ``DIR::NAME``.
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
 # Formats that are databases (tables written as a new version or collection), not files.
-STORES = ("lance", "chroma")
+STORES = ("lance", "chroma", "pgvector")
 
 # Compressed CSV endings and the pyarrow codec that reads and writes each one.
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 
 
 def is_pattern(path):
-    """Whether ``path`` is a glob pattern (``exports/part-*.parquet``), not one name."""
-    return glob.has_magic(str(path))
+    """Whether ``path`` is a glob pattern (``exports/part-*.parquet``), not one name (a
+    connection URI's ``?`` starts its parameters)."""
+    return glob.has_magic(str(path)) and not str(path).lower().startswith(POSTGRES_SCHEMES)
 
 
 def table_format(path):
     """The table format of ``path`` from its name: ``"csv"``, ``"parquet"``, ``"npy"``,
-    ``"lance"`` or ``"chroma"``.
+    ``"lance"``, ``"chroma"`` or ``"pgvector"``.
 
     ``.csv.gz``, ``.csv.bz2`` and ``.csv.zst`` are compressed CSV.  An existing directory
     is a Parquet dataset (a folder of part files, hive-partitioned or not), and a glob
     pattern (``exports/part-*.parquet``) takes the format of the name it matches.
     ``DIR/NAME.lance`` is the LanceDB table ``NAME`` of the database ``DIR``, and
-    ``DIR::NAME`` the Chroma collection ``NAME`` of ``chromadb.PersistentClient(DIR)``.
+    ``DIR::NAME`` the Chroma collection ``NAME`` of ``chromadb.PersistentClient(DIR)``,
+    and ``postgresql://.../DB::TABLE`` the table ``TABLE`` of a Postgres database (a libpq
+    connection URI, then ``::`` and the table's name, schema-qualified or not).
 
     Raises
     ------
@@ -76,7 +84,11 @@ def table_format(path):
     'parquet'
     >>> table_format("db/items.lance"), table_format("chroma_db::items")
     ('lance', 'chroma')
+    >>> table_format("postgresql://app@db.internal/shop::public.items")
+    'pgvector'
     """
+    if str(path).lower().startswith(POSTGRES_SCHEMES):
+        return "pgvector"
     if CHROMA_SEPARATOR in str(path):
         return "chroma"
     name = Path(path).name.lower()
@@ -90,10 +102,37 @@ def table_format(path):
     known = ", ".join(sorted(FORMATS))
     raise InputError(
         f"cannot tell the table format from the name (expected one of {known}, "
-        f"a directory of Parquet files, a LanceDB table DIR/NAME.lance or a Chroma "
-        f"collection DIR{CHROMA_SEPARATOR}NAME)",
+        f"a directory of Parquet files, a LanceDB table DIR/NAME.lance, a Chroma "
+        f"collection DIR{CHROMA_SEPARATOR}NAME or a Postgres table "
+        f"postgresql://...{CHROMA_SEPARATOR}TABLE)",
         path=path,
     )
+
+
+def redact_uri(text):
+    """``text`` with the password of a connection URI in it replaced by ``***``.
+
+    Messages name the table they are about; a password must not reach a log with them.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io._common import redact_uri
+    >>> redact_uri("postgresql://app:s3cret@db/shop::items")
+    'postgresql://app:***@db/shop::items'
+    >>> redact_uri("postgresql://db/shop?user=app&password=s3cret::items")
+    'postgresql://db/shop?user=app&password=***::items'
+    """
+    text = re.sub(r"(://[^:/@?#]*:)[^@/?#]*@", r"\1***@", str(text))
+    return re.sub(r"(?i)(password=)[^&:]*", r"\1***", text)
+
+
+def table_format_or_none(path):
+    """:func:`table_format` of ``path``, or None when the name has no known format (a
+    model or results file)."""
+    try:
+        return table_format(path)
+    except InputError:
+        return None
 
 
 def csv_compression(path):
@@ -131,6 +170,8 @@ class ColumnSpec:
     exclude : tuple of str
         Columns that are never embedding columns (for example a labels column).
 
+    Notes
+    -----
     With none of ``prefix``, ``pattern``, ``vector_column`` given, a table with exactly
     one list-valued column uses it; otherwise every numeric column other than the id and
     ``exclude`` columns is an embedding column, in file order.

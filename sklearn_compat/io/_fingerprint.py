@@ -53,13 +53,17 @@ def model_fingerprint(model, *, training_ids=None, n_training_rows=None):
     Parameters
     ----------
     model : fitted estimator
+        The model to describe.
     training_ids : array-like, default=None
         Ids of the training rows; their count is ``n_training_rows`` unless given.
     n_training_rows : int, default=None
+        Number of training rows, when ``training_ids`` are not given (None: unknown).
 
     Returns
     -------
     dict
+        The fingerprint: only strings, numbers, lists, dicts and None, so it serialises
+        to JSON as it is.
 
     Examples
     --------
@@ -72,7 +76,7 @@ def model_fingerprint(model, *, training_ids=None, n_training_rows=None):
     ('sklearn_compat.affine.AffineAligner', 3, 2, 20)
     """
     from .. import __version__
-    from .._core.auto_settings import fitted_choices
+    from .._core.fitted_choices import fitted_choices
 
     names_out = None
     try:

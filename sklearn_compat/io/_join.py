@@ -9,6 +9,9 @@ from ._common import DUPLICATE_POLICIES, InputError
 
 __all__ = ["JoinReport", "join_on_ids", "DUPLICATE_POLICIES"]
 
+# JoinReport.by of tables paired row for row (neither has an id column).
+POSITION = "row position"
+
 
 @dataclass
 class JoinReport:
@@ -42,6 +45,8 @@ class JoinReport:
 
     def summary(self):
         """One line for a log."""
+        if self.by == POSITION:
+            return f"pairing rows by position (no --id-column): {self.matched} pairs"
         text = (
             f"joined on {self.by}: {self.matched} ids matched; "
             f"{self.missing_in_target} source ids missing from the target, "
@@ -149,7 +154,7 @@ def join_on_ids(source, target, *, duplicates="error"):
                 "must agree"
             )
         rows = np.arange(n_s)
-        report = JoinReport(n_s, n_s, n_t, 0, 0, 0, 0, 0, 0, duplicates, "row position")
+        report = JoinReport(n_s, n_s, n_t, 0, 0, 0, 0, 0, 0, duplicates, POSITION)
         return rows, rows, report
     s_ids, t_ids = _comparable(src.ids, tgt.ids)
     s_keep, dup_s = _deduplicate(s_ids, duplicates, src_reader)

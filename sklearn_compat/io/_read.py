@@ -5,7 +5,8 @@ ids and the embedding (:class:`ColumnSpec`), and then yields :class:`Batch` obje
 memory is bounded by the batch size, not by the file: CSV through pandas' chunked reader,
 Parquet through pyarrow's batch iterator with pre-buffering off (so a large row group is
 not read whole), ``.npy`` through seeks into the file, LanceDB tables through Lance's
-scanner and Chroma collections page by page.  Each format is a module of its own
+scanner, Chroma collections page by page and Postgres tables through a server-side
+cursor at one snapshot.  Each format is a module of its own
 (:data:`READERS`).  Every batch is checked: a missing
 id, a NaN or infinite value or a list of the wrong length raises :class:`InputError`
 naming the file, the row (the line for CSV) and the column.
@@ -36,6 +37,7 @@ READERS = {
     "npy": ("._npy", "NpyReader"),
     "lance": ("._lance", "LanceReader"),
     "chroma": ("._chroma", "ChromaReader"),
+    "pgvector": ("._pgvector", "PgvectorReader"),
 }
 
 

@@ -20,7 +20,7 @@ _FLOAT_DTYPES = {"float32": np.float32, "float64": np.float64, None: None}
 
 @dataclass
 class Batch:
-    """Rows ``start .. start + len(X)`` of a table.
+    """Rows ``start`` to ``start + len(X) - 1`` of a table.
 
     Attributes
     ----------
@@ -119,6 +119,35 @@ class TableReader:
         if column is not None:
             where += f", column {column!r}"
         return where
+
+    def _check_list_lengths(self, lengths, start, ids):
+        """Settle the list column's width; refuse the first row whose list has another length.
+
+        The first batch takes the length most of its rows share, not its first row's: when
+        the first rows are the odd ones out, they are the rows blamed.
+        """
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if not lengths.size:
+            return
+        settled = self.width is not None
+        if not settled:
+            values, first_row, counts = np.unique(lengths, return_index=True, return_counts=True)
+            # The commonest length; among equally common ones, the one seen first.
+            commonest = np.flatnonzero(counts == counts.max())
+            self.width = int(values[commonest[np.argmin(first_row[commonest])]])
+        wrong = lengths != self.width
+        if wrong.any():
+            i = int(np.flatnonzero(wrong)[0])
+            if settled:
+                basis = f"earlier rows have {self.width}"
+            else:
+                basis = f"{int((~wrong).sum())} of the first {lengths.size} rows have {self.width}"
+            batch = Batch(start, ids, np.empty((lengths.size, 0)))
+            raise InputError(
+                f"{self._locate(batch, i, self.list_column)}: list has {lengths[i]} values, "
+                f"{basis}",
+                path=self.path,
+            )
 
     def _check(self, batch):
         X = batch.X

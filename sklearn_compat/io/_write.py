@@ -26,7 +26,11 @@ from ._common import InputError, csv_compression, is_pattern, table_format
 __all__ = ["AtomicOutput", "OutputLayout", "TableWriter", "write_table"]
 
 # Writers of the stores (close, commit and abort like a file's sink and AtomicOutput).
-_STORE_SINKS = {"lance": ("._lance", "LanceSink"), "chroma": ("._chroma", "ChromaSink")}
+_STORE_SINKS = {
+    "lance": ("._lance", "LanceSink"),
+    "chroma": ("._chroma", "ChromaSink"),
+    "pgvector": ("._pgvector_sink", "PgvectorSink"),
+}
 # Rows per slice handed to pyarrow's Parquet writer (see _ParquetSink.write).
 _WRITE_STEP = 4096
 # Spare digits kept in a .npy header so the row count can be written once it is known.
@@ -45,6 +49,8 @@ class AtomicOutput:
     inputs : sequence of path-like
         Files the command reads; writing over one of them is refused.
 
+    Notes
+    -----
     The checks (existing file, missing or read-only directory) run in the constructor, so
     a command can open its outputs before doing any work and fail early.
 
@@ -254,11 +260,14 @@ class TableWriter:
     path : str or path-like
         Destination; the format comes from the name.
     layout : OutputLayout
+        The columns to write: ids, embedding layout and width.
     force : bool, default=False
         Allow replacing an existing file.
     inputs : sequence of path-like
         Files being read (never overwritten).
 
+    Notes
+    -----
     Use as a context manager: the file is committed when the block ends normally and
     discarded when it raises.
 

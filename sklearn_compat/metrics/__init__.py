@@ -18,8 +18,9 @@ Class-label retrieval (the protocol of compatible representation learning):
 
 Judged retrieval (relevance judgements: qrels, held-out interactions; cosine or dot):
 
-- :func:`ndcg_at_k`, :func:`recall_at_k`: graded gains or per-query item sets, with items
-  excluded from ranking (seen items, the query itself).
+- :func:`ndcg_at_k`, :func:`recall_at_k`: graded gains (a sparse or dense queries x gallery
+  matrix) or per-query item lists, with items excluded from ranking (seen items, the query
+  itself).
 
 Geometry:
 

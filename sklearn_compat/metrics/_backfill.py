@@ -23,6 +23,7 @@ from .._core.ranking import (
     mask_self,
     normalized_tensors,
     similarity_blocks,
+    unit_rows,
 )
 from .._core.validation import (
     check_embeddings,
@@ -96,9 +97,7 @@ def backfilling_order(old_gallery, labels=None, *, order="farthest", random_stat
         (codes,) = encode_labels(labels, names=["labels"])
         if len(codes) != n:
             raise ValueError(f"labels has {len(codes)} entries but old_gallery has {n} rows.")
-        norms = np.linalg.norm(old_gallery, axis=1, keepdims=True)
-        unit = old_gallery / np.maximum(norms, np.finfo(old_gallery.dtype).tiny)
-        unit = unit.astype(np.float64)
+        unit = unit_rows(old_gallery).astype(np.float64)
         # Position of each item inside its class (0 = farthest), then as a share of the
         # class size, so that sorting on it interleaves the classes proportionally.
         share = np.empty(n)

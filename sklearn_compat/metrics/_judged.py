@@ -1,9 +1,10 @@
 """Retrieval metrics against relevance judgements: nDCG@k and recall@k.
 
-Public through :mod:`sklearn_compat.metrics`.  The judgements are a sparse matrix of gains
-(or per-query item collections), so a query set of 100k rows against a gallery of 100k
-never forms an ``n x n`` matrix: queries go through row blocks, only each block's top ``k``
-items are looked up in the judgements, and the ideal DCG comes from the judgements alone.
+Public through :mod:`sklearn_compat.metrics`.  The judgements are held as a sparse matrix of
+gains (a dense one is made sparse; per-query item collections too), so a query set of 100k
+rows against a gallery of 100k never forms an ``n x n`` similarity matrix: queries go
+through row blocks, only each block's top ``k`` items are looked up in the judgements, and
+the ideal DCG comes from the judgements alone.
 """
 
 from collections.abc import Mapping
@@ -33,24 +34,30 @@ _SIMILARITIES = ("cosine", "dot")
 
 
 # ---------------------------------------------------------------------- judgements
+# Every error about the form of the judgements names the forms accepted, in one line.
+FORMS = (
+    "a scipy.sparse matrix or a dense 2-D array of gains of shape (n_queries, n_gallery), "
+    "or a list with one entry per query: a collection of gallery indices or a mapping "
+    "{index: gain}"
+)
+
+
 def _as_csr(judgements, shape, name, *, binary):
     """``judgements`` as a canonical CSR matrix of non-negative gains of ``shape``.
 
-    Accepts a scipy.sparse matrix or array, or a sequence with one entry per query: a
-    collection of gallery indices (gain 1 each) or a mapping ``{index: gain}``.
+    Accepts a scipy.sparse matrix or array, a dense 2-D array (numpy, or anything with
+    ``__array__``: a tensor, a DataFrame) of the same shape, or a sequence with one entry
+    per query: a collection of gallery indices (gain 1 each) or a mapping ``{index: gain}``.
+    A 2-D array is always a gain matrix, never rows of indices: a 0/1 matrix read as
+    indices would silently judge items 0 and 1 only.
     """
-    n_queries, n_gallery = shape
     if sp.issparse(judgements):
-        if judgements.shape != shape:
-            raise ValueError(
-                f"{name} has shape {judgements.shape}, but queries x gallery is {shape}."
-            )
+        _check_shape(judgements.shape, shape, name)
         matrix = sp.csr_matrix(judgements, dtype=np.float64)
     elif isinstance(judgements, (str, bytes, Mapping)) or not hasattr(judgements, "__len__"):
-        raise TypeError(
-            f"{name} must be a scipy.sparse matrix (n_queries x n_gallery) or a sequence of "
-            f"per-query index collections, got {type(judgements).__name__}."
-        )
+        raise TypeError(f"{name} must be {FORMS}; got {type(judgements).__name__}.")
+    elif hasattr(judgements, "__array__") and not isinstance(judgements, (list, tuple)):
+        matrix = _dense_to_csr(np.asarray(judgements), shape, name)
     else:
         matrix = _collections_to_csr(judgements, shape, name)
     matrix.sum_duplicates()
@@ -66,10 +73,54 @@ def _as_csr(judgements, shape, name, *, binary):
     return matrix
 
 
+def _check_shape(got, shape, name):
+    if tuple(got) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(got)}, but queries x gallery is {shape}.")
+
+
+def _dense_to_csr(array, shape, name):
+    """A dense array of gains (bool, integer or float) as CSR; nothing else is an array."""
+    if array.ndim == 1 and array.dtype == object:
+        # A ragged array of per-query index arrays: the per-query form.
+        return _collections_to_csr(array, shape, name)
+    if array.ndim != 2 or array.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{name} is a {array.ndim}-D array of {array.dtype} values; it must be {FORMS}."
+        )
+    if array.shape != tuple(shape):
+        raise ValueError(
+            f"{name} is a dense array of shape {array.shape}, but queries x gallery is "
+            f"{shape}; a 2-D array holds gains, not indices: it must be {FORMS}."
+        )
+    return sp.csr_matrix(array, dtype=np.float64)
+
+
+def _looks_dense(entries, n_gallery):
+    """Whether per-query entries are rather the rows of a dense matrix (``dense.tolist()``).
+
+    Every entry an ordered sequence of exactly ``n_gallery`` values reads both ways, as
+    the indices of every gallery item or as a row of gains; index lists never need it.
+    """
+    if not len(entries) or n_gallery < 2:
+        return False
+    for entry in entries:
+        if isinstance(entry, (set, frozenset, range, Mapping)) or entry is None:
+            return False
+        if not hasattr(entry, "__len__") or len(entry) != n_gallery:
+            return False
+    return True
+
+
 def _collections_to_csr(entries, shape, name):
     n_queries, n_gallery = shape
     if len(entries) != n_queries:
         raise ValueError(f"{name} has {len(entries)} entries but queries has {n_queries} rows.")
+    if _looks_dense(entries, n_gallery):
+        raise ValueError(
+            f"{name} is ambiguous: each of its {n_queries} entries has {n_gallery} values, one "
+            f"per gallery item, so it may be rows of gains or lists of indices; it must be "
+            f"{FORMS} (for gains, pass numpy.asarray({name}))."
+        )
     indptr = [0]
     columns, gains = [], []
     for row, entry in enumerate(entries):
@@ -77,6 +128,11 @@ def _collections_to_csr(entries, shape, name):
             items, values = list(entry.keys()), list(entry.values())
         elif entry is None:
             items, values = [], []
+        elif not hasattr(entry, "__iter__"):
+            raise ValueError(
+                f"{name}[{row}] is {entry!r}, not a collection of gallery indices; {name} "
+                f"must be {FORMS}."
+            )
         else:
             # A set or list counts each item once, whatever its multiplicity.
             items = list(dict.fromkeys(np.asarray(list(entry)).ravel().tolist()))
@@ -310,10 +366,23 @@ def ndcg_at_k(
         Query embeddings (user vectors, mapped queries).
     gallery : array-like or torch.Tensor of shape (n_gallery, n_features)
         Gallery embeddings in the same space (item vectors, documents).
-    relevance : scipy.sparse matrix of shape (n_queries, n_gallery), or sequence
-        The judgements.  A sparse matrix holds non-negative gains (graded relevance; an
-        explicit zero is "not relevant").  A sequence has one entry per query: a collection
-        of gallery row indices (each of gain 1) or a mapping ``{index: gain}``.
+    relevance : sparse matrix or array of shape (n_queries, n_gallery), or list
+        The judgements, in one of three forms:
+
+        - a scipy.sparse matrix or array of non-negative gains (graded relevance; an
+          explicit zero is "not relevant");
+        - a dense 2-D array of the same shape (numpy, or anything numpy can convert: a
+          tensor, a DataFrame) of bool, integer or float gains, read exactly as
+          ``scipy.sparse.csr_matrix(relevance)``;
+        - a list (or tuple) with one entry per query: a collection of gallery row indices
+          (each of gain 1) or a mapping ``{index: gain}``.
+
+        A 2-D array is always a gain matrix, never rows of indices; pass per-query indices
+        as a list.  A list whose every entry is an ordered sequence of ``n_gallery`` values
+        (what ``dense.tolist()`` gives) reads both ways and is refused.
+
+        .. versionchanged:: 0.1.0
+           A dense 2-D array is read as gains; it used to be read as rows of indices.
     k : int, default=10
         Rank cut-off.
     exclude : scipy.sparse matrix or sequence, default=None
@@ -354,6 +423,9 @@ def ndcg_at_k(
     1.0
     >>> graded = csr_matrix(([1.0, 3.0], ([0, 0], [0, 1])), shape=(2, 4))  # user 1 unjudged
     >>> round(ndcg_at_k(users, items, graded, k=2), 4)
+    0.7967
+    >>> dense = np.array([[1, 3, 0, 0], [0, 0, 0, 0]])  # the same gains, dense
+    >>> round(ndcg_at_k(users, items, dense, k=2), 4)
     0.7967
     """
     head, gains, k = _judged_scores(

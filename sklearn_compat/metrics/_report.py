@@ -21,7 +21,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._core.backend import as_numpy_input
-from .._core.ranking import label_rank_stats, target_ranks, topk_indices
+from .._core.ranking import label_rank_stats, target_ranks, topk_indices, unit_rows
 from .._core.validation import (
     check_embeddings,
     check_positive_int,
@@ -39,6 +39,12 @@ SYSTEM_NAMES = {
     "bridge": "bridge (mapped new queries, old gallery)",
     "bridge_centred": "bridge, centred gallery: no re-embedding",
     "reindex": "re-index (new queries, new gallery)",
+}
+# What the report says of the pairs it was measured on (``evaluated_on``).
+EVALUATED_ON = {
+    "held-out": "held-out gallery items",
+    "training": "gallery items from the aligner's training pairs",
+    "unknown": "gallery items",
 }
 # Bootstrap replicates drawn at once (each a multinomial count per query).
 _BOOTSTRAP_CHUNK = 64
@@ -64,7 +70,7 @@ class CompatibilityReport:
     decision : str
         One line: bridge or re-index, and why.
     alignability : dict
-        :func:`~sklearn_compat.metrics.alignability` of the held-out pairs.
+        :func:`~sklearn_compat.metrics.alignability` of the evaluated pairs.
     backfill : dict or None
         ``betas``, ``values``, ``metric`` and ``first_items`` (gallery rows to re-embed
         first) of the backfilling curve (needs labels).
@@ -81,6 +87,7 @@ class CompatibilityReport:
     confidence: float
     min_retention: float
     notes: list = field(default_factory=list)
+    evaluated_on: str = "held-out"
 
     def to_dict(self):
         """Plain builtins (JSON-ready)."""
@@ -98,6 +105,7 @@ class CompatibilityReport:
             "confidence": self.confidence,
             "min_retention": self.min_retention,
             "notes": list(self.notes),
+            "evaluated_on": self.evaluated_on,
         }
 
     def to_json(self, **kwargs):
@@ -141,7 +149,8 @@ class CompatibilityReport:
         names = self._metric_names()
         out = ["# Bridge or re-index?", "", f"**{self.decision}**", ""]
         out.append(
-            f"{self.n_queries} queries against {self.n_gallery} held-out gallery items; "
+            f"{self.n_queries} queries against {self.n_gallery} "
+            f"{EVALUATED_ON[self.evaluated_on]}; "
             f"confidence intervals: {self.confidence:.0%} bootstrap over queries."
         )
         out += ["", "| system | " + " | ".join(names) + " |"]
@@ -256,9 +265,7 @@ def centred_bridge(mapped_queries, old_gallery):
     """
     gallery = old_gallery.astype(np.float64)
     mean = gallery.mean(axis=0)
-    gallery = gallery - mean
-    norms = np.linalg.norm(gallery, axis=1, keepdims=True)
-    gallery /= np.maximum(norms, np.finfo(np.float64).tiny)
+    gallery = unit_rows(gallery - mean)
     return mapped_queries.astype(np.float64) - mean, gallery
 
 
@@ -278,6 +285,7 @@ def compatibility_report(
     random_state=None,
     device="auto",
     memory_budget=None,
+    evaluated_on="held-out",
 ):
     """Bridge or re-index: compare the old, bridged and re-indexed systems on held-out items.
 
@@ -317,6 +325,10 @@ def compatibility_report(
         Where the rankings run.
     memory_budget : int, default=None
         Bytes of similarity block held at once (None: 128 MiB).
+    evaluated_on : {"held-out", "training", "unknown"}, default="held-out"
+        What the pairs ``(X_new, Y_old)`` are, as the report states it: items the aligner
+        was not fitted on (the meaningful case), the aligner's own training pairs (every
+        figure is then a training figure, and the report says so), or not known.
 
     Returns
     -------
@@ -354,6 +366,10 @@ def compatibility_report(
     backfill_steps = check_positive_int(backfill_steps, "backfill_steps")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
+    if evaluated_on not in EVALUATED_ON:
+        raise ValueError(
+            f"evaluated_on must be one of {sorted(EVALUATED_ON)}, got {evaluated_on!r}."
+        )
     n_gallery = X_new.shape[0]
     item_mode = queries is None
     if item_mode:
@@ -472,6 +488,11 @@ def compatibility_report(
         }
     diag = alignability(X_new, Y_old, device=device)
     notes = []
+    if evaluated_on == "training":
+        notes.append(
+            "These are the training pairs the aligner was fitted on, not held-out items: "
+            "every figure here is a training figure, optimistic for unseen items."
+        )
     centred, plain = retention["bridge_centred"][primary][0], retention["bridge"][primary][0]
     if centred > plain + 0.02:
         notes.append(
@@ -491,6 +512,7 @@ def compatibility_report(
         confidence=float(confidence),
         min_retention=float(min_retention),
         notes=notes,
+        evaluated_on=evaluated_on,
     )
 
 

@@ -10,7 +10,7 @@ from .._core.ranking import (
     label_rank_stats,
     mask_self,
     normalized_tensors,
-    paired_ranks,
+    paired_topk_share,
     similarity_blocks,
     topk_mask,
 )
@@ -148,9 +148,9 @@ def paired_topk_accuracy(
     k = check_positive_int(k, "k")
     csls_k = check_positive_int(csls_k, "csls_k", allow_none=True)
     kwargs = {} if memory_budget is None else {"budget": memory_budget}
-    ranks = paired_ranks(queries, gallery, device=device, csls_k=csls_k, **kwargs)
-    weights = query_weights(sample_weight, len(ranks))
-    return float(np.average(ranks < k, weights=weights))
+    return paired_topk_share(
+        queries, gallery, k, sample_weight=sample_weight, device=device, csls_k=csls_k, **kwargs
+    )
 
 
 def mean_cosine_similarity(queries, gallery, *, sample_weight=None, device="auto"):
@@ -224,12 +224,12 @@ def cmc_topk_accuracy(
     gallery_labels : array-like of shape (n_gallery,), default=None
         Class of each gallery item.  None (the paper's protocol) means the gallery holds
         the *same items* as the queries, row for row, so ``labels`` serve both sets.
+    k : int, default=1
+        Rank cut-off.
     exclude_self : "auto" or bool, default="auto"
         Remove gallery row ``i`` from query ``i``'s list: the query must not find itself
         (or its own item embedded by the other model).  "auto" is True when
         ``gallery_labels`` is None and False for a separate gallery.
-    k : int, default=1
-        Rank cut-off.
     sample_weight : array-like of shape (n_queries,), default=None
         Weights of the queries in the average.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"

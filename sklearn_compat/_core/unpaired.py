@@ -1,0 +1,256 @@
+"""Matching two embedding spaces without pairs: unsupervised starts, self-learning, confidence.
+
+Every function works on torch tensors of rows already put in the common form of
+:func:`unit_centered` (unit rows, centred, unit again: vecmap's normalisation), on one
+device, and returns tensors there.  The estimator (:mod:`sklearn_compat.unpaired`) owns
+validation, sampling and the choice among candidate starts.
+
+Two unsupervised starts propose an orthogonal map from nothing but the two sets of rows:
+
+- :func:`sorted_profile_start` (Artetxe, Labaka and Agirre, ACL 2018, "vecmap"): two
+  isometric spaces give every item the same multiset of similarities to the other items,
+  so the rows of the square-rooted Gram matrix, each sorted, are comparable across spaces
+  whatever the rotation; their nearest neighbours form a first dictionary.
+- :func:`cluster_match_start` (after Dar, 2025, "mini-vec2vec"): k-means on each side, the
+  two sets of centroids matched by the structure of their Gram matrices (a quadratic
+  assignment), then every row described by its similarities to its side's matched
+  centroids, and rows with similar descriptions taken as pseudo-pairs.
+
+:func:`self_learn` then alternates Procrustes and dictionary induction by mutual CSLS
+nearest neighbours (Conneau et al., ICLR 2018), keeping any seed pairs; :func:`mutual_share`
+is the unsupervised figure of merit (the share of rows that are each other's CSLS nearest
+neighbour under a map).
+"""
+
+import numpy as np
+import torch
+from scipy.optimize import quadratic_assignment
+
+from .ranking import knn_mean_similarity, similarity_blocks
+
+__all__ = [
+    "chance_share",
+    "cluster_match_start",
+    "csls_neighbours",
+    "mutual_share",
+    "orthogonal_fit",
+    "self_learn",
+    "sorted_profile_start",
+    "unit_centered",
+    "unit_rows",
+]
+
+
+def unit_rows(T):
+    """Rows scaled to unit norm (all-zero rows stay zero)."""
+    norms = torch.linalg.vector_norm(T, dim=1, keepdim=True)
+    return T / torch.clamp(norms, min=torch.finfo(T.dtype).tiny)
+
+
+def unit_centered(T):
+    """Unit rows, centred, unit again: a space's common offset (anisotropy) removed, so
+    that cosines measure what differs between items."""
+    T = unit_rows(T)
+    return unit_rows(T - T.mean(dim=0, keepdim=True))
+
+
+def orthogonal_fit(A, B):
+    """The orthogonal ``W`` minimising ``||A W - B||_F`` (thin SVD of ``A^T B``).
+
+    Returned in float64 on ``A``'s device: the fitted map keeps full precision, and the
+    searches cast it to the rows' dtype.
+    """
+    cross = (A.T.double() @ B.double()).cpu()
+    U, _, Vt = torch.linalg.svd(cross, full_matrices=False)
+    return (U @ Vt).to(device=A.device)
+
+
+def csls_neighbours(A, B, k):
+    """CSLS nearest neighbours both ways between two sets of unit rows.
+
+    Returns ``(forward, backward, forward_score)``: the best row of ``B`` for each row of
+    ``A``, the best row of ``A`` for each row of ``B``, and the CSLS of each forward match.
+    """
+    k = max(1, min(k, A.shape[0], B.shape[0]))
+    r_A = knn_mean_similarity(A, B, k)
+    r_B = knn_mean_similarity(B, A, k)
+    forward, score = _best(A, B, r_A, r_B)
+    backward, _ = _best(B, A, r_B, r_A)
+    return forward, backward, score
+
+
+def _best(A, B, r_A, r_B):
+    index = torch.empty(A.shape[0], dtype=torch.int64, device=A.device)
+    value = torch.empty(A.shape[0], dtype=A.dtype, device=A.device)
+    for start, stop, sims in similarity_blocks(A, B):
+        sims = 2 * sims - r_B[None, :] - r_A[start:stop, None]
+        value[start:stop], index[start:stop] = sims.max(dim=1)
+    return index, value
+
+
+def mutual_pairs(A, B, k):
+    """Rows ``(i, j)`` that are each other's CSLS nearest neighbour, best CSLS first."""
+    forward, backward, score = csls_neighbours(A, B, k)
+    rows = torch.arange(A.shape[0], device=A.device)
+    mutual = backward[forward] == rows
+    order = torch.argsort(score[mutual], descending=True, stable=True)
+    return rows[mutual][order], forward[mutual][order]
+
+
+def mutual_share(Xs, Ys, W, k):
+    """Share of the smaller side's rows that are in a mutual CSLS pair under ``W``."""
+    i, _ = mutual_pairs(unit_rows(Xs @ W.to(Xs.dtype)), Ys, k)
+    return len(i) / min(Xs.shape[0], Ys.shape[0])
+
+
+def chance_share(Xs, Ys, k, generator):
+    """:func:`mutual_share` under a random orthogonal map: what unrelated spaces give.
+
+    Mutual nearest neighbours are common by chance alone in few dimensions (about half
+    the rows of two independent 8-d Gaussian clouds), rare in many; this is the level a
+    fitted map's share is measured against.
+    """
+    d_x, d_y = Xs.shape[1], Ys.shape[1]
+    G = torch.randn(max(d_x, d_y), min(d_x, d_y), generator=generator, dtype=torch.float64)
+    Q = torch.linalg.qr(G).Q  # orthonormal columns
+    W = Q if d_x >= d_y else Q.T
+    return mutual_share(Xs, Ys, W.to(Xs.device), k)
+
+
+def self_learn(Xs, Ys, W, *, seeds=None, n_iter=10, csls_k=10, tol=0.0):
+    """Alternate dictionary induction (mutual CSLS neighbours) and Procrustes.
+
+    Parameters
+    ----------
+    Xs, Ys : tensors of unit-centred rows
+    W : tensor of shape (d_x, d_y)
+        The starting map.
+    seeds : tensor of shape (m, 2) or None
+        Pairs known to match: kept in every round's dictionary.
+    n_iter : int
+        Rounds at most; the loop stops early once the induced dictionary repeats.
+    csls_k : int
+        CSLS neighbourhood size.
+    tol : float
+        Stop once fewer than this share of the smaller side's rows changed partner.
+
+    Returns
+    -------
+    W, matches (int64 tensor (n_matches, 2)), rounds run
+    """
+    n = min(Xs.shape[0], Ys.shape[0])
+    partner = None
+    rounds = 0
+    matches = torch.empty((0, 2), dtype=torch.int64, device=Xs.device)
+    for _ in range(n_iter):
+        i, j = mutual_pairs(unit_rows(Xs @ W.to(Xs.dtype)), Ys, csls_k)
+        rounds += 1
+        matches = torch.stack([i, j], dim=1)
+        current = torch.full((Xs.shape[0],), -1, dtype=torch.int64, device=Xs.device)
+        current[i] = j
+        if partner is not None and int((current != partner).sum()) <= tol * n:
+            break
+        partner = current
+        dictionary = matches if seeds is None else torch.cat([seeds, matches])
+        if len(dictionary) == 0:
+            break
+        W = orthogonal_fit(Xs[dictionary[:, 0]], Ys[dictionary[:, 1]])
+    return W, matches, rounds
+
+
+def sorted_profile_start(Xs, Ys, *, csls_k=10):
+    """Initial dictionary from sorted similarity profiles (vecmap's unsupervised start).
+
+    ``Xs`` and ``Ys`` must have the same number of rows (a sample of each side).  Returns
+    the map fitted on the pairs that are each other's CSLS nearest neighbour in profile
+    space (both directions' neighbours when there are too few mutual ones).
+    """
+    Px, Py = _sorted_profile(Xs), _sorted_profile(Ys)
+    forward, backward, _ = csls_neighbours(Px, Py, csls_k)
+    rows = torch.arange(Px.shape[0], device=Px.device)
+    src = torch.cat([rows, backward])
+    tgt = torch.cat([forward, rows])
+    return orthogonal_fit(Xs[src], Ys[tgt])
+
+
+def _sorted_profile(S):
+    # The square root of the Gram matrix S S^T (= U diag(s) U^T) has the Gram matrix's
+    # neighbourhoods with a flatter spectrum, which vecmap found to compare better.
+    U, s, _ = torch.linalg.svd(S.double(), full_matrices=False)
+    root = (U * s) @ U.T
+    profile = torch.sort(root, dim=1, descending=True).values
+    return unit_centered(profile.to(S.dtype))
+
+
+def kmeans(S, n_clusters, generator, n_iter=25):
+    """Spherical k-means (k-means++ seeding from ``generator``); unit centroids."""
+    n = S.shape[0]
+    first = int(torch.randint(n, (1,), generator=generator, device="cpu"))
+    chosen = [first]
+    closest = 1.0 - S @ S[first]
+    for _ in range(1, n_clusters):
+        weights = torch.clamp(closest, min=0).double().cpu()
+        if float(weights.sum()) <= 0:
+            weights = torch.ones(n, dtype=torch.float64)
+        pick = int(torch.multinomial(weights, 1, generator=generator))
+        chosen.append(pick)
+        closest = torch.minimum(closest, 1.0 - S @ S[pick])
+    centroids = S[chosen].clone()
+    for _ in range(n_iter):
+        labels = (S @ centroids.T).argmax(dim=1)
+        sums = torch.zeros_like(centroids).index_add_(0, labels, S)
+        empty = torch.linalg.vector_norm(sums, dim=1) == 0
+        sums[empty] = centroids[empty]
+        updated = unit_rows(sums)
+        if torch.allclose(updated, centroids):
+            break
+        centroids = updated
+    return centroids
+
+
+def match_centroids(Cx, Cy, rng, n_init=8):
+    """Permutation ``p`` with ``Cx[i]`` matched to ``Cy[p[i]]``, maximising the agreement
+    of the two centroid Gram matrices (FAQ quadratic assignment, best of ``n_init``)."""
+    Gx = _standardised_offdiagonal((Cx @ Cx.T).double().cpu().numpy())
+    Gy = _standardised_offdiagonal((Cy @ Cy.T).double().cpu().numpy())
+    best, best_value = None, -np.inf
+    for attempt in range(n_init):
+        options = {"maximize": True, "P0": "barycenter" if attempt == 0 else "randomized"}
+        options["rng"] = np.random.default_rng(int(rng.randint(0, 2**31 - 1)))
+        result = quadratic_assignment(Gx, Gy, method="faq", options=options)
+        if result.fun > best_value:
+            best, best_value = result.col_ind, result.fun
+    return torch.as_tensor(best, device=Cx.device)
+
+
+def _standardised_offdiagonal(G):
+    """Off-diagonal entries standardised, diagonal zero: the quadratic assignment then
+    maximises the correlation of the two similarity structures, not their common level
+    (a unit diagonal and mostly positive cosines leave it a flat landscape)."""
+    G = G.copy()
+    off = ~np.eye(len(G), dtype=bool)
+    spread = G[off].std() if off.any() else 0.0
+    G[off] = (G[off] - G[off].mean()) / (spread if spread > 0 else 1.0)
+    G[~off] = 0.0
+    return G
+
+
+def cluster_match_start(Xs, Ys, *, n_clusters, rng, generator, n_neighbors=10):
+    """A map from matched cluster structure (after mini-vec2vec).
+
+    Centroids of each side are matched by :func:`match_centroids`; every row is then
+    described by its (unit-centred) cosines to its side's centroids in matched order, and
+    each source row is paired with the mean of its ``n_neighbors`` nearest target rows in
+    that description: a soft pseudo-pair that averages out single wrong neighbours.
+    """
+    Cx = kmeans(Xs, n_clusters, generator)
+    Cy = kmeans(Ys, n_clusters, generator)
+    perm = match_centroids(Cx, Cy, rng)
+    Rx = unit_centered(Xs @ Cx.T)
+    Ry = unit_centered(Ys @ Cy[perm].T)
+    k = max(1, min(n_neighbors, Ys.shape[0]))
+    targets = torch.empty((Xs.shape[0], Ys.shape[1]), dtype=Ys.dtype, device=Ys.device)
+    for start, stop, sims in similarity_blocks(Rx, Ry):
+        nearest = torch.topk(sims, k, dim=1).indices
+        targets[start:stop] = Ys[nearest].mean(dim=1)
+    return orthogonal_fit(Xs, targets)

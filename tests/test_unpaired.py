@@ -1,0 +1,200 @@
+"""UnpairedProcrustesAligner: recovery from unpaired rows, seed pairs, determinism, warnings."""
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import ortho_group
+
+from sklearn_compat import UnpairedProcrustesAligner
+from sklearn_compat.exceptions import UnreliableAlignmentWarning
+
+
+def clustered(n, d, seed=0, n_centres=12):
+    """Rows around a few centres, with a spread that falls along the axes (anisotropic)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_centres, d)) * np.linspace(3, 0.5, d)
+    return centres[rng.integers(n_centres, size=n)] + 0.3 * rng.normal(size=(n, d))
+
+
+def fit_quietly(aligner, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreliableAlignmentWarning)
+        return aligner.fit(*args, **kwargs)
+
+
+@pytest.mark.parametrize("init", ["auto", "sorted_profile"])
+def test_recovers_a_planted_rotation_from_shuffled_rows(init):
+    X = clustered(500, 16)
+    Q = ortho_group.rvs(16, random_state=1)
+    order = np.random.default_rng(2).permutation(500)
+    Y = (X @ Q)[order]
+    aligner = fit_quietly(UnpairedProcrustesAligner(init=init, random_state=0), X, Y)
+    np.testing.assert_allclose(aligner.W_, Q, atol=1e-6)
+    assert aligner.confidence_ > 0.9
+    # every induced pair is a true pair: Y row j is X row order[j]
+    i, j = aligner.matches_.T
+    np.testing.assert_array_equal(order[j], i)
+    # the fitted affine map sends every row onto its own partner
+    assert aligner.score(X, X @ Q) == 1.0
+
+
+def test_recovers_a_rectangular_map_with_different_row_counts():
+    X = clustered(1000, 12, seed=3)
+    Q = ortho_group.rvs(20, random_state=4)[:12]  # orthonormal rows: 12 -> 20
+    kept = np.random.default_rng(5).permutation(1000)[:700]  # Y holds 700 of the items
+    Y = X[kept] @ Q
+    aligner = UnpairedProcrustesAligner(init="sorted_profile", random_state=0)
+    fit_quietly(aligner, X, Y)
+    np.testing.assert_allclose(aligner.W_ @ aligner.W_.T, np.eye(12), atol=1e-10)
+    np.testing.assert_allclose(aligner.W_, Q, atol=1e-6)
+    i, j = aligner.matches_.T
+    np.testing.assert_array_equal(kept[j], i)
+    np.testing.assert_allclose(aligner.inverse_transform(aligner.transform(X)), X, atol=1e-8)
+
+
+def test_seed_pairs_start_the_fit_and_stay_in_it():
+    # Noise-free structureless rows: the seed pairs alone already give the exact map.
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(300, 8))
+    Q = ortho_group.rvs(8, random_state=7)
+    order = rng.permutation(300)
+    Y = (X @ Q)[order]
+    position = np.argsort(order)
+    pairs = np.stack([np.arange(10), position[:10]], axis=1)
+    aligner = fit_quietly(UnpairedProcrustesAligner(random_state=0), X, Y, pairs=pairs)
+    assert aligner.start_scores_["seed_pairs"] == max(aligner.start_scores_.values())
+    np.testing.assert_allclose(aligner.W_, Q, atol=1e-8)
+
+
+def test_seed_pairs_pull_the_map_where_the_rows_give_no_signal():
+    # Unrelated clouds except for 40 known pairs related by Q: without them the map cannot
+    # know those rows; with them, kept in every round, it maps most of them home.
+    rng = np.random.default_rng(6)
+    X, Y = rng.normal(size=(300, 8)), rng.normal(size=(260, 8))
+    Y[100:140] = X[:40] @ ortho_group.rvs(8, random_state=7)
+    pairs = np.stack([np.arange(40), np.arange(40) + 100], axis=1)
+    params = {"random_state": 0, "min_confidence": 0}
+    seeded = UnpairedProcrustesAligner(**params).fit(X, Y, pairs=pairs)
+    blind = UnpairedProcrustesAligner(**params).fit(X, Y)
+    assert seeded.score(X[:40], Y[100:140]) > 0.5 > blind.score(X[:40], Y[100:140]) + 0.3
+
+
+def test_same_random_state_gives_the_same_fit():
+    X = clustered(400, 10, seed=8)
+    rng = np.random.default_rng(9)
+    Y = (X @ ortho_group.rvs(10, random_state=9) + 0.3 * rng.normal(size=X.shape))[
+        rng.permutation(400)
+    ]
+    params = {"init": "cluster_match", "n_init": 2, "random_state": 3, "min_confidence": 0}
+    first = UnpairedProcrustesAligner(**params).fit(X, Y)
+    second = UnpairedProcrustesAligner(**params).fit(X, Y)
+    np.testing.assert_array_equal(first.W_, second.W_)
+    np.testing.assert_array_equal(first.matches_, second.matches_)
+    assert first.start_scores_ == second.start_scores_
+    assert first.n_iter_ == second.n_iter_
+
+
+def test_warns_on_unrelated_spaces():
+    rng = np.random.default_rng(10)
+    X, Y = rng.normal(size=(400, 16)), rng.normal(size=(300, 12))
+    with pytest.warns(UnreliableAlignmentWarning, match=r"confidence_=0\.\d+ .*pairs="):
+        aligner = UnpairedProcrustesAligner(random_state=0).fit(X, Y)
+    assert aligner.confidence_ < aligner.min_confidence
+    # min_confidence=0 never warns
+    fit_quietly(UnpairedProcrustesAligner(min_confidence=0, random_state=0), X, Y)
+
+
+def test_float32_in_float32_out():
+    X = clustered(200, 8, seed=11).astype(np.float32)
+    Y = X @ ortho_group.rvs(8, random_state=11).astype(np.float32)
+    aligner = UnpairedProcrustesAligner(random_state=0).fit(X, Y[::-1])
+    assert aligner.transform(X).dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        (np.zeros((3, 3), dtype=int), r"pairs must have shape \(n_pairs, 2\)"),
+        (np.array([[0, 1], [5, 90]]), r"pairs\[1\] = \[5, 90\] names row 90 of Y, which has 80"),
+        (np.array([[-1, 0]]), r"names row -1 of X"),
+        (np.array([[0.5, 1.0]]), "integer row indices"),
+    ],
+)
+def test_bad_pairs_are_named(pairs, message):
+    X, Y = clustered(100, 4), clustered(80, 5)
+    with pytest.raises(ValueError, match=message):
+        UnpairedProcrustesAligner().fit(X, Y, pairs=pairs)
+
+
+def test_missing_target_and_too_few_rows_are_named():
+    X = clustered(50, 4)
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        UnpairedProcrustesAligner().fit(X)
+    with pytest.raises(ValueError, match="1 sample"):
+        UnpairedProcrustesAligner().fit(X, X[:1])
+    with pytest.raises(TypeError, match="not both"):
+        UnpairedProcrustesAligner().fit(X, X, y=X)
+
+
+# ------------------------------------------------------------------------- command line
+def _run(capsys, *args):
+    from sklearn_compat.cli import main
+
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_command_line_fits_without_an_id_join(tmp_path, capsys):
+    from sklearn_compat.io import load_model
+
+    X = clustered(400, 8, seed=12)
+    Q = ortho_group.rvs(8, random_state=12)
+    order = np.random.default_rng(12).permutation(400)
+    src = pd.DataFrame(X, columns=[f"e{i}" for i in range(8)])
+    src.insert(0, "id", [f"s{i}" for i in range(400)])
+    tgt = pd.DataFrame((X @ Q)[order], columns=[f"e{i}" for i in range(8)])
+    tgt.insert(0, "id", [f"t{i}" for i in range(400)])  # no id in common
+    src.to_csv(tmp_path / "src.csv", index=False)
+    tgt.to_csv(tmp_path / "tgt.csv", index=False)
+    pd.DataFrame({"source": ["s3", "s7"], "target": [f"t{np.argsort(order)[3]}", "t0"]}).iloc[
+        :1
+    ].to_csv(tmp_path / "seeds.csv", index=False)
+    model = tmp_path / "m.skops"
+    common = ["--source", tmp_path / "src.csv", "--target", tmp_path / "tgt.csv"]
+    code, out, err = _run(
+        capsys,
+        "fit",
+        "--method",
+        "unpaired",
+        *common,
+        "--id-column",
+        "id",
+        "--seed-pairs",
+        tmp_path / "seeds.csv",
+        "--seed",
+        0,
+        "--model",
+        model,
+        "--json",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["n_seed_pairs"] == 1 and report["confidence"] > 0.9
+    np.testing.assert_allclose(load_model(model).W_, Q, atol=1e-6)
+
+    # A seed id that is in neither table is named, with its line.
+    pd.DataFrame({"source": ["s1", "nope"], "target": ["t1", "t2"]}).to_csv(
+        tmp_path / "bad.csv", index=False
+    )
+    bad = ["--seed-pairs", tmp_path / "bad.csv", "--model", tmp_path / "b.skops"]
+    code, _, err = _run(capsys, "fit", "--method", "unpaired", *common, "--id-column", "id", *bad)
+    assert code == 1
+    assert "bad.csv: line 3, column 'source': source id 'nope' is not in" in err
+    code, _, err = _run(
+        capsys, "fit", "--method", "procrustes", *common, "--id-column", "id", *bad
+    )
+    assert code == 1 and "--seed-pairs does not apply to --method procrustes" in err
