@@ -103,7 +103,7 @@ def _check_aftermath(proc, out, signum):
     _, err = proc.communicate(timeout=300)
     lines = err.strip().splitlines()
     assert "Traceback" not in err, err
-    assert _temporaries(out) == []
+    assert _temporaries(out) == [], (proc.returncode, err)
     finished = out.read_text().count("\n") == ROWS + 1
     if proc.returncode == 0 or (proc.returncode == -signum and finished):
         # The signal came after the work was done: caught by the command, or (once the

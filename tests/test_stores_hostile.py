@@ -55,7 +55,10 @@ def _chroma(tmp, name="old", n=N):
     chromadb = pytest.importorskip("chromadb")
     X, _, ids = _pairs(n=n)
     client = chromadb.PersistentClient(path=str(tmp / "chroma"))
-    collection = client.create_collection(name, embedding_function=None)
+    # With an index setting in its metadata, which Chroma refuses to "modify" unchanged.
+    collection = client.create_collection(
+        name, metadata={"hnsw:space": "cosine"}, embedding_function=None
+    )
     if n:
         collection.add(ids=ids.tolist(), embeddings=X, documents=ids.tolist())
     return client

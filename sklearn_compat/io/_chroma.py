@@ -85,6 +85,12 @@ def finished_at():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _modifiable(metadata):
+    """``metadata`` without the ``hnsw:`` keys, which Chroma refuses in ``modify`` even
+    unchanged (the index settings stay in the collection's configuration)."""
+    return {k: v for k, v in metadata.items() if not k.startswith("hnsw:")}
+
+
 def _names(client):
     return {getattr(c, "name", c) for c in client.list_collections()}
 
@@ -217,7 +223,7 @@ class ChromaMigration:
                 path=self.target,
             )
         metadata[OWNER_KEY] = self.lock.token
-        collection.modify(metadata=metadata)
+        collection.modify(metadata=_modifiable(metadata))
         self.collection, self.done = collection, done
 
     def release(self):
@@ -286,7 +292,7 @@ class ChromaMigration:
         if self.name in _names(self.client):  # --force: the old one goes once the new is whole
             self.client.delete_collection(self.name)
         metadata[MIGRATION_KEY] = json.dumps(dict(self.job, finished=finished_at()))
-        self.collection.modify(name=self.name, metadata=metadata)
+        self.collection.modify(name=self.name, metadata=_modifiable(metadata))
         return f"wrote the Chroma collection {self.target} ({n} rows)"
 
 
