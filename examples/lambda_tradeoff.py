@@ -45,7 +45,10 @@ from sklearn_compat.metrics import (
     neighbourhood_preservation,
 )
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist5k_features.npz"
+# The checkout's examples/ (the documentation's gallery runs this file without __file__,
+# from examples/ itself).
+HERE = Path(globals().get("__file__", "lambda_tradeoff.py")).resolve().parent
+SHARED = HERE.parents[1] / "shared" / "data" / "mnist5k_features.npz"
 LAMS = [0.0, 2.0, 4.0, 8.0, 16.0, math.inf]
 
 

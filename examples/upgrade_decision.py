@@ -29,7 +29,8 @@ from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat.io import export_map
 from sklearn_compat.metrics import compatibility_report
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Beside this file (the documentation's gallery runs it without __file__, from examples/).
+sys.path.insert(0, str(Path(globals().get("__file__", "upgrade_decision.py")).resolve().parent))
 from quickstart import digit_models  # noqa: E402 - the quickstart's two small models
 
 

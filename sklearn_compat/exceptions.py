@@ -11,6 +11,7 @@ __all__ = [
     "AutoSettingWarning",
     "InputError",
     "NotAvailable",
+    "OutputLocked",
     "UnderdeterminedFitWarning",
     "UnreliableAlignmentWarning",
 ]
@@ -71,6 +72,15 @@ class InputError(ValueError):
 
 class NotAvailable(InputError):
     """A method or metric this build of sklearn_compat does not have."""
+
+
+class OutputLocked(InputError):
+    """Another running process is writing the same store output (its lock is live).
+
+    Raised before anything is written or deleted; the message names the owner (process id,
+    host, start time) and the lock file.  An :class:`InputError`, so the command line
+    reports it as one line.
+    """
 
 
 class UnreliableAlignmentWarning(UserWarning):

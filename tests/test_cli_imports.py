@@ -28,3 +28,23 @@ def test_cli_import_graph_has_no_circle():
 
     circles = [m for m in graph if m != "__init__" and reaches(m, m)]
     assert circles == [], {m: sorted(graph[m]) for m in circles}
+
+
+def test_the_command_line_module_imports_nothing_heavy():
+    """``import sklearn_compat.cli`` loads no parser, numpy, torch or pandas: the signal
+    handlers are installed before any of them (issue 32, item 6)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sklearn_compat.cli as cli;"
+        "heavy = [m for m in ('numpy', 'torch', 'pandas', 'sklearn', 'sklearn_compat.cli._parser')"
+        " if m in sys.modules]; print(heavy)"
+    )
+    env = {"PYTHONPATH": str(CLI.parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "[]", out.stderr
+    from sklearn_compat import cli
+    from sklearn_compat.cli import _parser
+
+    assert cli.PROG == _parser.PROG

@@ -89,6 +89,10 @@ QUICK_ARGS = {
     "dask_grid_search.py": ["--workers", "1"],
     "recommender_retraining.py": [],
     "mixed_models_search.py": [],
+    # The gallery's figure scripts: short as they are.
+    "backfilling.py": [],
+    "query_path.py": [],
+    "stitching_normalisation.py": [],
 }
 
 

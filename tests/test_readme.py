@@ -58,3 +58,20 @@ def test_python_block_runs(page, code, needs_shared):
     if needs_shared and not SHARED_FEATURES.exists():
         pytest.skip(f"{SHARED_FEATURES} not present")
     exec(compile(code, str(page), "exec"), {"__name__": "__main__"})
+
+
+def _commands(text):
+    """The ``sklearn-compat`` command lines of a page's bash blocks, continuations joined."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", text, re.M | re.S)
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [" ".join(line.split()) for line in lines if line.startswith("sklearn-compat ")]
+
+
+def test_readme_vector_store_commands_are_the_guides():
+    # The README's store commands are run, with the data they need, by the vector stores
+    # page's test (tests/test_stores.py); they must be the same commands.
+    readme = README.read_text(encoding="utf-8").split("## From a vector store", 1)[1]
+    page = (ROOT / "docs" / "user_guide" / "vector_stores.md").read_text(encoding="utf-8")
+    shown = _commands(readme.split("\n## ", 1)[0])
+    assert [c.split()[1] for c in shown] == ["fit", "transform", "rollback"]
+    assert set(shown) <= set(_commands(page))

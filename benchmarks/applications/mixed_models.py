@@ -31,10 +31,15 @@ judged ("all judgements") and with it removed from the index ("no arxiv_doc", vi
 checked against ir_measures (trec_eval) when it is installed.
 
 Run: ``python benchmarks/applications/mixed_models.py --builder-python PYTHON`` where
-``PYTHON`` has ``benchmarks/pairs/requirements.txt`` installed: it builds the cache with
-``build_semanlink.py`` when it is missing (a few minutes), then evaluates (several minutes
-on a 2-core box: the trained aligners dominate; ``--skip RCSLS ResidualAdapter`` and
-``--fit fit_domain`` shorten it).
+``PYTHON`` has ``benchmarks/pairs/requirements.txt`` installed.  The encodings are built
+once, by ``build_semanlink.py`` with that interpreter, and cached under ``--cache-dir``
+(default: the user's cache directory, ``~/.cache/sklearn-compat/benchmarks``, not the
+repository); later runs read the cache.  ``--n-fit N`` (default 11000) sets the number of
+fit texts per set: the encoding and the trained aligners scale with it, so a small N
+(``--n-fit 1000``) answers in minutes.  A run with a smaller N than a cached build reuses
+that build (a seeded subset of its fit texts).  The build prints its estimated encoding
+time before encoding; the evaluation prints its estimate after the first of its
+directions.  ``--skip RCSLS ResidualAdapter`` and ``--fit fit_domain`` shorten it too.
 """
 
 import argparse
@@ -47,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from build_semanlink import N_FIT, data_file, default_cache_dir, split_fit
 from reference import available, trec_ndcg
 
 from sklearn_compat import (
@@ -65,7 +71,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _common  # noqa: E402  (benchmarks/_common.py)
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE / "cache" / "semanlink_minilm_wordllama.npz"
 NAMES = {"minilm": "MiniLM", "wordllama": "WordLlama"}
 FITS = {
     "fit": "WordNet glosses + examples",
@@ -184,9 +189,58 @@ def direction(data, a, b, fit, relevance, generic, mixed_half, skip):
     return rows
 
 
+def cached_data(cache_dir, n_fit, builder_python):
+    """The encodings with ``n_fit`` fit texts per set: the cached build of that size, a
+    larger cached build's seeded subset, or a new build (cached for the next run)."""
+    wanted = data_file(cache_dir, n_fit)
+    larger = sorted(
+        (int(p.stem.rsplit("_fit", 1)[1]), p)
+        for p in Path(cache_dir).glob("semanlink_minilm_wordllama_fit*.npz")
+        if p.stem.rsplit("_fit", 1)[1].isdigit() and int(p.stem.rsplit("_fit", 1)[1]) > n_fit
+    )
+    if not wanted.exists() and larger:
+        print(f"using a subset of the cached build {larger[0][1]}")
+        with np.load(larger[0][1]) as stored:
+            return subset({key: stored[key] for key in stored.files}, n_fit)
+    if not wanted.exists():
+        print(f"building {wanted} once (offline, with {builder_python}) ...")
+        command = [builder_python, str(HERE / "build_semanlink.py")]
+        command += ["--cache-dir", str(cache_dir), "--n-fit", str(n_fit)]
+        subprocess.run(command, check=False)
+    if not wanted.exists():
+        raise SystemExit(
+            f"{wanted} not found: build it with the builder environment of benchmarks/pairs: "
+            f"python benchmarks/applications/build_semanlink.py --n-fit {n_fit}"
+        )
+    with np.load(wanted) as stored:
+        return {key: stored[key] for key in stored.files}
+
+
+def subset(data, n_fit):
+    """``data`` with ``n_fit`` fit texts per set: a seeded choice of glosses and examples
+    (in the build's 6:5 ratio) and the first ``n_fit`` in-domain texts."""
+    meta = json.loads(str(data["meta"]))
+    n_glosses = meta.get("n_glosses", 6000)
+    glosses, examples = split_fit(n_fit)
+    rng = np.random.default_rng(0)
+    n_stored = len(data["fit_minilm"])
+    rows = np.concatenate([
+        np.sort(rng.choice(n_glosses, glosses, replace=False)),
+        n_glosses + np.sort(rng.choice(n_stored - n_glosses, examples, replace=False)),
+    ])  # fmt: skip
+    for model in NAMES:
+        data[f"fit_{model}"] = data[f"fit_{model}"][rows]
+        data[f"fit_domain_{model}"] = data[f"fit_domain_{model}"][:n_fit]
+    return data
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--data", help="an encodings file (default: the cached build)")
+    parser.add_argument("--cache-dir", default=str(default_cache_dir()))
+    parser.add_argument(
+        "--n-fit", type=int, default=N_FIT, help=f"fit texts per set (default {N_FIT})"
+    )
     parser.add_argument(
         "--builder-python",
         default=sys.executable,
@@ -196,16 +250,11 @@ def main(argv=None):
     parser.add_argument("--skip", nargs="*", default=[], help="aligner names to leave out")
     _common.add_json_arguments(parser, "mixed_models")
     args = parser.parse_args(argv)
-    if not Path(args.data).exists() and args.data == str(DATA):
-        # Build it (offline: packages only) with the builder environment.
-        subprocess.run([args.builder_python, str(HERE / "build_semanlink.py")], check=False)
-    if not Path(args.data).exists():
-        raise SystemExit(
-            f"{args.data} not found: build it with the builder environment of "
-            "benchmarks/pairs: python benchmarks/applications/build_semanlink.py"
-        )
-    with np.load(args.data) as stored:
-        data = {key: stored[key] for key in stored.files}
+    if args.data:
+        with np.load(args.data) as stored:
+            data = {key: stored[key] for key in stored.files}
+    else:
+        data = cached_data(args.cache_dir, args.n_fit, args.builder_python)
     meta = json.loads(str(data["meta"]))
     for model in NAMES:
         data[f"fit_both_{model}"] = np.vstack([data[f"fit_{model}"], data[f"fit_domain_{model}"]])
@@ -218,17 +267,30 @@ def main(argv=None):
     print(f"{n_queries} queries, {n_docs} documents, {relevance.nnz} judgements")
     print(f"models: {meta['models']}")
     mixed_half = np.random.default_rng(0).permutation(n_docs)[: n_docs // 2]
+    directions = [
+        (fit, a, b)
+        for fit in args.fit
+        for a, b in (("minilm", "wordllama"), ("wordllama", "minilm"))
+    ]
     start = time.perf_counter()
     retained = {}  # (a, b) -> {fit: {label: retained nDCG@10, all judgements}}
-    for fit in args.fit:
-        for a, b in (("minilm", "wordllama"), ("wordllama", "minilm")):
-            rows = direction(data, a, b, fit, relevance, generic, mixed_half, args.skip)
-            base = rows[f"{NAMES[b]} alone"][0]
-            retained.setdefault((a, b), {})[fit] = {
-                re.sub(r" \([\d.]+ s\)$", "", label): values[0] / base
-                for label, values in rows.items()
-                if not label.endswith(" alone")
-            }
+    for done, (fit, a, b) in enumerate(directions, start=1):
+        rows = direction(data, a, b, fit, relevance, generic, mixed_half, args.skip)
+        base = rows[f"{NAMES[b]} alone"][0]
+        retained.setdefault((a, b), {})[fit] = {
+            re.sub(r" \([\d.]+ s\)$", "", label): values[0] / base
+            for label, values in rows.items()
+            if not label.endswith(" alone")
+        }
+        if done == 1 and len(directions) > 1:
+            # The directions fit the same aligners on sets of similar sizes ("both" is
+            # the two together: about twice), so the first one's time is a fair unit.
+            first = time.perf_counter() - start
+            left = sum(2 if f == "fit_both" else 1 for f, _, _ in directions[1:])
+            print(
+                f"(first direction {first:.0f} s; estimated time for the other "
+                f"{len(directions) - 1}: about {first * left / 60:.1f} min)"
+            )
     if GAPS:
         print(
             f"\nmax |ndcg_at_k - ir_measures nDCG@10| over {len(GAPS) * 2} runs: {max(GAPS):.2e}"

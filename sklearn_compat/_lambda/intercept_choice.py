@@ -11,8 +11,8 @@ same rows makes the same choice.
 import numpy as np
 
 from .._core.holdout import holdout_folds, paired_top1, pick, take_rows
+from .._core.polar import procrustes_from_cross
 from .._core.refit_choice import TRAINED_MARGIN
-from ..procrustes import procrustes_from_cross
 
 __all__ = ["choose_intercept"]
 

@@ -35,18 +35,24 @@ This module only runs a command and reports its errors: the options are declared
 which call the public estimators, metrics and :mod:`sklearn_compat.io`.
 """
 
+# Only the standard library and light modules here: the signal handlers are installed
+# (in ``main``) before anything heavy is imported, so the imports stay inside ``main``.
 import signal
 import sys
-import threading
 import traceback
 import warnings
-from contextlib import contextmanager
 
-from ..io._common import InputError
-from ._files import check_files
-from ._parser import PROG, build_parser
+from .._lazy import lazy_exports
+from ..exceptions import InputError
+from ._signals import Terminated, signals_as_exceptions
+from ._stages import mark
 
 __all__ = ["main", "build_parser"]
+
+__getattr__, __dir__ = lazy_exports(__name__, {"build_parser": "._parser"})
+# The program's name in messages (``_parser.PROG`` too; not imported from there, which
+# would load the parser before the handlers are installed).
+PROG = "sklearn-compat"
 
 
 def _check_device(args):
@@ -88,19 +94,24 @@ def main(argv=None):
         command line (argparse exits with it), 130 when interrupted, 143 when terminated
         by SIGTERM (handled like an interrupt: temporary files removed, outputs intact).
     """
-    with _termination_as_interrupt():
+    with signals_as_exceptions():
         try:
-            parser = build_parser()
-            args = parser.parse_args(argv)
-            # The commands import torch, scikit-learn and pandas: seconds, in which an
-            # interrupt gets the usual one line too.
+            mark("started")
+            # The commands import torch, scikit-learn and pandas: seconds, in which a
+            # signal gets the usual one line too.
+            from ._files import check_files
+            from ._parser import build_parser
+
+            args = build_parser().parse_args(argv)
             from . import _commands as _cli_commands
+
+            mark("imported")
         except KeyboardInterrupt as exc:
             return _interrupted(exc)
-        return _run(getattr(_cli_commands, f"run_{args.command}"), args)
+        return _run(getattr(_cli_commands, f"run_{args.command}"), args, check_files)
 
 
-def _run(command, args):
+def _run(command, args, check_files):
     with warnings.catch_warnings():
         if not args.debug:
             warnings.showwarning = _show_warning
@@ -123,33 +134,6 @@ def _run(command, args):
                 f"{message} (unexpected {type(exc).__name__}; run with --debug for the traceback)"
             )
             return 1
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a job scheduler, ``timeout``, ``kill``) raised where the program runs.
-
-    A KeyboardInterrupt, so every clean-up that handles Ctrl-C (removing a temporary
-    output file, restoring the existing one) handles it too.
-    """
-
-
-def _raise_terminated(signum, frame):
-    # A second SIGTERM while the first one's clean-up runs must not cut it short.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated(signum)
-
-
-@contextmanager
-def _termination_as_interrupt():
-    """Turn SIGTERM into :class:`Terminated` inside the block (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _interrupted(exc):

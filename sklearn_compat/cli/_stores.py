@@ -9,6 +9,7 @@ is finished by the same command with ``--resume``.
 """
 
 import hashlib
+import shlex
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from ..io._common import STORES, InputError, table_format
 from ..io._read import open_table
 from ._mapping import check_width, map_batch, model_input, model_width, progress, source_columns
+from ._stages import mark
 
 __all__ = [
     "check_retention",
@@ -33,11 +35,22 @@ def _log(message):
 
 
 def is_store_job(args):
-    """Whether ``transform`` writes into a store (a store read into a file table is a
-    plain transform)."""
+    """Whether ``transform`` is a store migration: a store table into a store of the same
+    kind (its other columns carried over), or ``--replace``, ``--resume``.  Any other
+    output (a file table, or a store of another kind, written from a file or a store) is
+    a plain transform: the ids and the mapped vectors."""
     if args.replace or args.resume:
         return True
-    return bool(args.output) and table_format(args.output) in STORES
+    kind = _store_kind(args.output)
+    return kind is not None and kind == _store_kind(args.input)
+
+
+def _store_kind(path):
+    try:
+        kind = table_format(path) if path else None
+    except InputError:  # not a table name at all: the plain transform says so
+        return None
+    return kind if kind in STORES else None
 
 
 # ------------------------------------------------------------------------- the gate
@@ -126,8 +139,9 @@ def _migration(args, reader, width):
     target = args.input if args.replace else args.output
     if table_format(target) != kind:
         raise InputError(
-            f"a migration writes into a store of the input's kind ({kind}); write a "
-            f"{table_format(target)} output from a file table with a plain transform",
+            f"--resume finishes a migration into a store of the input's kind ({kind}); a "
+            f"{table_format(target)} output is written by a plain transform (ids and "
+            "vectors): the same command without --resume",
             path=target,
         )
     job = {
@@ -162,16 +176,46 @@ def run_store_transform(args, model, spec):
     reader = open_table(args.input, spec, dtype=args.dtype)
     if reader.format not in STORES:
         raise InputError(
-            "a store is written from a store table of the same kind (its other columns are "
-            "carried over), and --resume and --replace apply to stores only",
+            "--resume and --replace apply to a migration from a LanceDB table or a Chroma "
+            "collection; a file table is written into a store by the same command "
+            "without them",
             path=reader.path,
         )
+    _refuse_mapping_twice(args, reader)
     expected = model_width(model, args.model)
     check_width(reader, expected, args.model)
     columns = source_columns(model, reader)
     probe = model_input(np.zeros((1, expected)), *columns)
     width = int(model.transform(probe).shape[1])
     migration = _migration(args, reader, width)
+    try:
+        return _migrate(args, model, reader, columns, migration)
+    finally:
+        migration.release()
+
+
+def _refuse_mapping_twice(args, reader):
+    """Refuse (unless ``--force``) to map a table that already holds this model's output:
+    the vectors would be mapped twice."""
+    done = reader.migration() or {}
+    if args.force or done.get("model_sha256") != _digest(args.model):
+        return
+    since = f" since {done['finished']}" if done.get("finished") else ""
+    if args.replace and reader.format == "lance":
+        undo = (
+            f"undo the migration with: sklearn-compat rollback --table {shlex.quote(reader.path)}"
+        )
+    else:
+        undo = f"map its input ({done.get('input', 'the original table')}) instead"
+    raise InputError(
+        f"holds the output of the model {args.model}{since} (a sklearn-compat migration); "
+        f"mapping it again would apply the map twice: {undo}, or pass --force to map it "
+        "again on purpose",
+        path=reader.path,
+    )
+
+
+def _migrate(args, model, reader, columns, migration):
     if migration.done:
         _log(f"resuming: {migration.done} of {reader.n_rows} rows already migrated")
     elif args.resume:
@@ -189,6 +233,7 @@ def run_store_transform(args, model, spec):
                 del batch, raw, Z
                 stop()
             # The last step (check, rename or commit) runs whole: a signal now is ignored.
+            mark("finishing")
             _log(migration.finish(_log))
     except KeyboardInterrupt as exc:
         if migration.done:
@@ -212,7 +257,7 @@ def _stop_between_batches():
     if threading.current_thread() is not threading.main_thread():
         yield lambda: None
         return
-    from . import Terminated
+    from ._signals import Terminated
 
     received = []
 

@@ -12,10 +12,12 @@ finished with ``resume``.
 import json
 import os
 import re
+import time
 
 import numpy as np
 
 from ._common import CHROMA_SEPARATOR, InputError
+from ._ownership import OWNER_KEY, OutputLock
 from ._table_reader import Batch, TableReader
 
 __all__ = ["ChromaReader", "ChromaMigration", "ChromaSink", "split_chroma_path"]
@@ -71,6 +73,26 @@ def _client(directory, path, create=False):
     if not create and not os.path.isdir(directory):
         raise InputError(f"no Chroma database directory {directory!r}", path=path)
     return chromadb.PersistentClient(path=directory)
+
+
+def lock_path(directory, name):
+    """The lock file of collection ``name`` of the Chroma database ``directory``."""
+    return os.path.join(directory, f".{name}.sklearn-compat.lock")
+
+
+def finished_at():
+    """Now, in UTC, as a migration's metadata records when it finished."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _modifiable(metadata):
+    """``metadata`` without the ``hnsw:`` keys, which Chroma refuses in ``modify`` even
+    unchanged (the index settings stay in the collection's configuration)."""
+    return {k: v for k, v in metadata.items() if not k.startswith("hnsw:")}
+
+
+def _names(client):
+    return {getattr(c, "name", c) for c in client.list_collections()}
 
 
 def _collection(client, name, path):
@@ -129,6 +151,12 @@ class ChromaReader(TableReader):
         for start in range(offset, self.n_rows, batch_size):
             yield self._to_batch(self.page(start, batch_size), start)
 
+    def migration(self):
+        """What the sklearn-compat migration that wrote this collection recorded (its job:
+        model digest, input, when it finished...), or None."""
+        raw = (self.collection.metadata or {}).get(MIGRATION_KEY)
+        return None if raw is None else json.loads(raw)
+
     def id_dtype(self):
         return np.dtype(object)
 
@@ -148,11 +176,6 @@ class ChromaMigration:
         directory, self.name = split_chroma_path(output)
         _check_name(self.name, output)
         self.target = output
-        self.client = _client(directory, output, create=True)
-        self.staging = f"{directory}{CHROMA_SEPARATOR}{self.name}{STAGING_SUFFIX}"
-        self._staging_name = self.name + STAGING_SUFFIX
-        self.job = dict(job, rows=reader.n_rows)
-        existing = self._names()
         source_dir, source_name = split_chroma_path(reader.path)
         if self.name == source_name and os.path.realpath(directory) == os.path.realpath(
             source_dir
@@ -161,34 +184,51 @@ class ChromaMigration:
                 "is also the input; write the mapped vectors into a new collection",
                 path=output,
             )
-        if self.name in existing and not force:
+        self.client = _client(directory, output, create=True)
+        self.staging = f"{directory}{CHROMA_SEPARATOR}{self.name}{STAGING_SUFFIX}"
+        self._staging_name = self.name + STAGING_SUFFIX
+        self.job = dict(job, rows=reader.n_rows)
+        if self.name in _names(self.client) and not force:
             raise InputError("already exists (pass --force to replace it)", path=output)
         self.batch_limit = self.client.get_max_batch_size()
         self.done = 0
         self.collection = None
-        if self._staging_name in existing:
-            self.collection = self.client.get_collection(
-                self._staging_name, embedding_function=None
-            )
-            self.done = self.collection.count()
-            info = json.loads((self.collection.metadata or {}).get(MIGRATION_KEY, "{}"))
-            if not resume:
-                raise InputError(
-                    f"an interrupted migration left {self.done} of {reader.n_rows} rows in "
-                    f"{self.staging}; pass --resume to finish it (or delete that collection "
-                    "to start over)",
-                    path=output,
-                )
-            changed = [k for k in self.job if info.get(k) != self.job[k]]
-            if changed:
-                raise InputError(
-                    f"{self.staging} was staged by another migration ({', '.join(changed)} "
-                    "differ); delete it to start over",
-                    path=output,
-                )
+        self.lock = OutputLock.acquire(lock_path(directory, self.name), output)
+        try:
+            if self._staging_name in _names(self.client):
+                self._adopt(resume)
+        except BaseException:
+            self.lock.release()
+            raise
 
-    def _names(self):
-        return {getattr(c, "name", c) for c in self.client.list_collections()}
+    def _adopt(self, resume):
+        """Take over the staging an interrupted run left (this run holds the lock, so
+        that run has ended): with ``resume`` only, and only the same job's."""
+        collection = self.client.get_collection(self._staging_name, embedding_function=None)
+        done = collection.count()
+        metadata = dict(collection.metadata or {})
+        info = json.loads(metadata.get(MIGRATION_KEY, "{}"))
+        if not resume:
+            raise InputError(
+                f"an interrupted migration left {done} of {self.reader.n_rows} rows in "
+                f"{self.staging}; pass --resume to finish it (or delete that collection "
+                "to start over)",
+                path=self.target,
+            )
+        changed = [k for k in self.job if info.get(k) != self.job[k]]
+        if changed:
+            raise InputError(
+                f"{self.staging} was staged by another migration ({', '.join(changed)} "
+                "differ); delete it to start over",
+                path=self.target,
+            )
+        metadata[OWNER_KEY] = self.lock.token
+        collection.modify(metadata=_modifiable(metadata))
+        self.collection, self.done = collection, done
+
+    def release(self):
+        """Give up the output's lock (after finishing, failing or being interrupted)."""
+        self.lock.release()
 
     def batches(self, batch_size):
         """``(Batch, page)`` pairs of the rows still to migrate."""
@@ -204,6 +244,7 @@ class ChromaMigration:
         if self.collection is None:
             metadata = dict(self.reader.collection.metadata or {})
             metadata[MIGRATION_KEY] = json.dumps(self.job)
+            metadata[OWNER_KEY] = self.lock.token
             self.collection = self.client.create_collection(
                 self._staging_name, metadata=metadata, embedding_function=None
             )
@@ -224,6 +265,15 @@ class ChromaMigration:
         """Check the staged collection and rename it; returns a line for the log."""
         if self.collection is None:  # an empty input: an empty collection
             self.write({"ids": [], "documents": [], "metadatas": []}, np.empty((0, 0)))
+        # Only this run's own staging is promoted, and an existing output deleted only
+        # then (see _ownership): read back what the database holds now.
+        try:
+            staged = self.client.get_collection(self._staging_name, embedding_function=None)
+        except Exception:  # noqa: BLE001 - NotFoundError or ValueError, by Chroma version
+            staged = None
+        metadata = dict(staged.metadata or {}) if staged is not None else {}
+        self.lock.check(metadata.pop(OWNER_KEY, None), self.staging)
+        self.collection = staged
         n = self.collection.count()
         if n != self.reader.n_rows:
             raise InputError(
@@ -239,9 +289,10 @@ class ChromaMigration:
                     "the staged collection's ids differ from the input's; delete it and run again",
                     path=self.staging,
                 )
-        if self.name in self._names():  # --force: the old one goes once the new is whole
+        if self.name in _names(self.client):  # --force: the old one goes once the new is whole
             self.client.delete_collection(self.name)
-        self.collection.modify(name=self.name)
+        metadata[MIGRATION_KEY] = json.dumps(dict(self.job, finished=finished_at()))
+        self.collection.modify(name=self.name, metadata=_modifiable(metadata))
         return f"wrote the Chroma collection {self.target} ({n} rows)"
 
 
@@ -255,13 +306,20 @@ class ChromaSink:
         _check_name(self.name, path)
         self.path = path
         self.client = _client(directory, path, create=True)
-        names = {getattr(c, "name", c) for c in self.client.list_collections()}
-        if self.name in names and not force:
+        if self.name in _names(self.client) and not force:
             raise InputError("already exists (pass --force to replace it)", path=path)
+        # Held from here to commit or abort: a leftover staging is then a dead run's.
+        self.lock = OutputLock.acquire(lock_path(directory, self.name), path)
         self.staging = self.name + STAGING_SUFFIX
-        if self.staging in names:
-            self.client.delete_collection(self.staging)
-        self.collection = self.client.create_collection(self.staging, embedding_function=None)
+        try:
+            if self.staging in _names(self.client):
+                self.client.delete_collection(self.staging)
+            self.collection = self.client.create_collection(
+                self.staging, metadata={OWNER_KEY: self.lock.token}, embedding_function=None
+            )
+        except BaseException:
+            self.lock.release()
+            raise
         self.limit = self.client.get_max_batch_size()
         self.rows = 0
 
@@ -278,13 +336,21 @@ class ChromaSink:
         pass
 
     def commit(self):
-        names = {getattr(c, "name", c) for c in self.client.list_collections()}
-        if self.name in names:
+        try:
+            staged = self.client.get_collection(self.staging, embedding_function=None)
+            owner = (staged.metadata or {}).get(OWNER_KEY)
+        except Exception:  # noqa: BLE001 - NotFoundError or ValueError, by Chroma version
+            owner = None
+        self.lock.check(owner, f"{self.path}{STAGING_SUFFIX}")
+        if self.name in _names(self.client):
             self.client.delete_collection(self.name)
         self.collection.modify(name=self.name)
+        self.lock.release()
 
     def abort(self):
-        try:
-            self.client.delete_collection(self.staging)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
+        if self.lock.holds():  # never another run's staging
+            try:
+                self.client.delete_collection(self.staging)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.lock.release()

@@ -13,12 +13,15 @@ restores the one before a migration.
 
 import json
 import os
+import shlex
 import shutil
+import time
 
 import numpy as np
 
 from ._arrow import ArrowTableReader
 from ._common import InputError
+from ._ownership import OWNER_KEY, OutputLock
 
 __all__ = ["LanceReader", "LanceMigration", "LanceSink", "rollback_lance", "MIGRATION_KEY"]
 
@@ -61,6 +64,23 @@ def migration_info(dataset):
     """The migration recorded in a table's schema metadata, or None."""
     raw = (dataset.schema.metadata or {}).get(MIGRATION_KEY)
     return None if raw is None else json.loads(raw)
+
+
+def _owner(dataset):
+    """The owner token a staging table records (see :mod:`._ownership`), or None."""
+    raw = (dataset.schema.metadata or {}).get(OWNER_KEY.encode())
+    return None if raw is None else raw.decode()
+
+
+def lock_path(path):
+    """The lock file of the LanceDB table ``path`` (beside it, hidden)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{name}.sklearn-compat.lock")
+
+
+def finished_at():
+    """Now, in UTC, as a migration's metadata records when it finished."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class LanceReader(ArrowTableReader):
@@ -120,6 +140,11 @@ class LanceReader(ArrowTableReader):
                 f"cannot read rows after row {start}: {_message(exc)}", path=self.path
             ) from None
 
+    def migration(self):
+        """What the sklearn-compat migration that wrote this table recorded (its job:
+        model digest, input, when it finished...), or None."""
+        return migration_info(self.dataset)
+
     def id_dtype(self):
         if self.id_column is None:
             return np.dtype(np.int64)
@@ -177,8 +202,17 @@ class LanceMigration:
             raise InputError("already exists (pass --force to replace it)", path=self.target)
         if not os.path.isdir(os.path.dirname(os.path.abspath(self.target))):
             raise InputError("the database directory does not exist", path=self.target)
-        self.schema = self._schema(width, column)
-        self.done = self._staged_rows(resume)
+        self.lock = OutputLock.acquire(lock_path(self.target), self.target)
+        try:
+            self.schema = self._schema(width, column)
+            self.done = self._staged_rows(resume)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def release(self):
+        """Give up the output's lock (after finishing, failing or being interrupted)."""
+        self.lock.release()
 
     # ------------------------------------------------------------------ set-up
     def _schema(self, width, column):
@@ -189,6 +223,9 @@ class LanceMigration:
         vector = pa.field(column, pa.list_(pa.float32(), width))
         fields.insert(min(position, len(fields)), vector)
         self.column = column
+        # Part of the job: a staging resumed with another --output-column is refused by
+        # name, not by Lance's schema mismatch.
+        self.job["column"] = column
         self.passthrough = [f.name for f in fields if f.name != column]
         return pa.schema(fields, metadata={MIGRATION_KEY: json.dumps(self.job).encode()})
 
@@ -196,6 +233,7 @@ class LanceMigration:
         """Rows already in the staging table (0 when starting afresh)."""
         if not os.path.exists(self.staging):
             return 0
+        # This run holds the output's lock, so the run that staged these rows has ended.
         staged = open_dataset(self.staging)
         done = staged.count_rows()
         if not resume:
@@ -213,6 +251,7 @@ class LanceMigration:
                 "differ); delete it to start over",
                 path=self.target,
             )
+        staged.update_schema_metadata({OWNER_KEY: self.lock.token})  # adopted by this run
         return done
 
     # ------------------------------------------------------------------ writing
@@ -233,14 +272,26 @@ class LanceMigration:
         vectors = pa.FixedSizeListArray.from_arrays(pa.array(Z.reshape(-1)), Z.shape[1])
         arrays = [vectors if f.name == self.column else rb.column(f.name) for f in self.schema]
         table = pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=self.schema)])
-        mode = "append" if os.path.exists(self.staging) else "create"
-        self.lance.write_dataset(table, self.staging, schema=self.schema, mode=mode)
+        self._append(table)
         self.done += len(Z)
+
+    def _append(self, table):
+        if os.path.exists(self.staging):
+            self.lance.write_dataset(table, self.staging, schema=self.schema, mode="append")
+            return
+        staged = self.lance.write_dataset(table, self.staging, schema=self.schema, mode="create")
+        staged.update_schema_metadata({OWNER_KEY: self.lock.token})
 
     def finish(self, log):
         """Check the staged table and move it into place; returns a line for the log."""
         staged = self._verified()
+        # Only this run's own staging is promoted (see _ownership): never one another run
+        # wrote or took over.
+        self.lock.check(_owner(staged), self.staging)
         if not self.replace:
+            done = json.dumps(dict(self.job, finished=finished_at()))
+            final = {MIGRATION_KEY.decode(): done}
+            staged.replace_schema_metadata(final)  # the owner token goes
             self._swap_in()
             return f"wrote the LanceDB table {self.target} ({staged.count_rows()} rows)"
         return self._replace_input(staged, log)
@@ -248,8 +299,7 @@ class LanceMigration:
     def _verified(self):
         """The staging table, once every row is in it once, in the input's order."""
         if not os.path.exists(self.staging):  # an empty input: an empty table
-            empty = self.schema.empty_table()
-            self.lance.write_dataset(empty, self.staging, schema=self.schema, mode="create")
+            self._append(self.schema.empty_table())
         staged = open_dataset(self.staging)
         n = staged.count_rows()
         if n != self.reader.n_rows:
@@ -287,8 +337,9 @@ class LanceMigration:
                 f"{latest.version}); nothing replaced: delete {self.staging} and run again",
                 path=self.target,
             )
-        info = dict(self.job, previous_version=previous)
+        info = dict(self.job, previous_version=previous, finished=finished_at())
         schema = self.schema.with_metadata({MIGRATION_KEY: json.dumps(info).encode()})
+        indices = latest.list_indices()  # an Overwrite commit keeps none of them
         # No copy: the staged data files move into the table's data directory and one
         # Overwrite commit makes them its next version (Lance refuses it if another writer
         # committed since ``previous``).  The old version's files are left as they are.
@@ -307,16 +358,68 @@ class LanceMigration:
             tag = None
         shutil.rmtree(self.staging, ignore_errors=True)
         kept = f" (tagged {tag!r})" if tag else ""
+        indexes = _rebuild_indices(done, indices, latest)
+        now = open_dataset(self.target).version
+        later = f" (indexes rebuilt in version {now})" if now != done.version else ""
         return (
             f"replaced the vectors of {self.target}: version {done.version} holds the new "
-            f"vectors, version {previous} the old ones{kept}; undo with: sklearn-compat "
-            f"rollback --table {self.target}"
+            f"vectors{later}, version {previous} the old ones{kept}{indexes}; undo with: "
+            f"sklearn-compat rollback --table {shlex.quote(self.target)}"
         )
+
+
+def _index_options(dataset, index):
+    """``create_index`` arguments rebuilding vector index ``index`` as it was built."""
+    options = {"index_type": index["type"], "name": index["name"]}
+    try:
+        stats = dataset.stats.index_stats(index["name"])
+    except Exception:  # noqa: BLE001 - older Lance: rebuild with its defaults
+        return options
+    first = (stats.get("indices") or [{}])[0]
+    if first.get("metric_type"):
+        options["metric"] = first["metric_type"]
+    if first.get("num_partitions"):
+        options["num_partitions"] = int(first["num_partitions"])
+    sub = first.get("sub_index") or {}
+    if sub.get("num_sub_vectors"):
+        options["num_sub_vectors"] = int(sub["num_sub_vectors"])
+    return options
+
+
+def _rebuild_indices(dataset, indices, before):
+    """Build again, on ``dataset``'s new version, the indices the table had (``indices``,
+    listed on ``before``); returns the clause naming them for the log line."""
+    if not indices:
+        return ""
+    rebuilt, failed = [], []
+    for index in indices:
+        field = index["fields"][0]
+        label = f"{index['type']} on {field!r}"
+        try:
+            if field not in dataset.schema.names:
+                raise ValueError("the column is gone")
+            if index["type"].upper().startswith("IVF") or "HNSW" in index["type"].upper():
+                dataset.create_index(field, **_index_options(before, index))
+            else:
+                dataset.create_scalar_index(field, index_type=index["type"].upper(),
+                                            name=index["name"])  # fmt: skip
+            rebuilt.append(label)
+        except Exception as exc:  # noqa: BLE001 - an index is rebuilt where Lance can
+            failed.append(f"{label} ({_message(exc)})")
+    clause = "; the new version keeps no index of the old one"
+    if rebuilt:
+        clause += f", rebuilt: {', '.join(rebuilt)}"
+    if failed:
+        clause += f", not rebuilt (create again with table.create_index): {'; '.join(failed)}"
+    return clause
 
 
 def _move_data_files(source, target, names=None):
     """Move the data files of dataset ``source`` into ``target``'s; returns their names."""
-    names = os.listdir(os.path.join(source, "data")) if names is None else names
+    if names is None:
+        # An empty staged table has no data directory: nothing to move.
+        data = os.path.join(source, "data")
+        names = os.listdir(data) if os.path.isdir(data) else []
     os.makedirs(os.path.join(target, "data"), exist_ok=True)
     for name in names:
         os.replace(os.path.join(source, "data", name), os.path.join(target, "data", name))
@@ -327,9 +430,11 @@ def _same_column(a, b):
     """Whether two streams of one-column record batches hold the same values in order."""
     import pyarrow as pa
 
-    left = pa.chunked_array([rb.column(0) for rb in a])
-    right = pa.chunked_array([rb.column(0) for rb in b])
-    return len(left) == len(right) and left.equals(right)
+    left = [rb.column(0) for rb in a]
+    right = [rb.column(0) for rb in b]
+    if not left or not right:  # an empty table gives no batch (and no type to build from)
+        return sum(map(len, left)) == sum(map(len, right)) == 0
+    return pa.chunked_array(left).equals(pa.chunked_array(right))
 
 
 def rollback_lance(path, to_version=None):
@@ -365,12 +470,17 @@ def rollback_lance(path, to_version=None):
         raise InputError(
             f"has no version {to_version} (versions: {', '.join(map(str, known))})", path=path
         )
+    held = migration_info(open_dataset(path, version=current))
     open_dataset(path, version=to_version).restore()
     now = open_dataset(path).version
+    # Version ``current`` holds what the table held before this rollback: the migrated
+    # vectors only when ``current`` was written by a migration (not after an earlier
+    # rollback, which restores a version from before it).
+    what = "the migrated vectors" if held is not None else "the vectors it held"
     return (
-        f"restored {path} to version {to_version} (now version {now}); the migrated vectors "
-        f"stay in version {current}: sklearn-compat rollback --table {path} --to-version "
-        f"{current} brings them back"
+        f"restored {path} to version {to_version} (now version {now}); {what} stay in "
+        f"version {current}: sklearn-compat rollback --table {shlex.quote(path)} "
+        f"--to-version {current} brings them back"
     )
 
 
@@ -388,6 +498,8 @@ class LanceSink:
             raise InputError("already exists (pass --force to replace it)", path=self.path)
         if not os.path.isdir(os.path.dirname(os.path.abspath(self.path))):
             raise InputError("the database directory does not exist", path=self.path)
+        # Held from here to commit or abort: a leftover staging is then a dead run's.
+        self.lock = OutputLock.acquire(lock_path(self.path), self.path)
         shutil.rmtree(self.staging, ignore_errors=True)
         self.schema = None
 
@@ -403,7 +515,8 @@ class LanceSink:
             names.insert(0, self.layout.id_column)
         table = pa.table(arrays, names=names)
         mode = "create" if self.schema is None else "append"
-        self.schema = self.schema or table.schema
+        owner = {OWNER_KEY.encode(): self.lock.token.encode()}
+        self.schema = self.schema or table.schema.with_metadata(owner)
         self.lance.write_dataset(table.cast(self.schema), self.staging, mode=mode)
 
     def close(self):
@@ -411,6 +524,7 @@ class LanceSink:
             self.write(np.empty(0, dtype=object), np.empty((0, self.layout.width)))
 
     def commit(self):
+        self.lock.check(_owner(open_dataset(self.staging)), self.staging)
         old = None
         if os.path.exists(self.path):
             old = self.path + ".replaced"
@@ -418,6 +532,9 @@ class LanceSink:
         os.rename(self.staging, self.path)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+        self.lock.release()
 
     def abort(self):
-        shutil.rmtree(self.staging, ignore_errors=True)
+        if self.lock.holds():  # never another run's staging
+            shutil.rmtree(self.staging, ignore_errors=True)
+        self.lock.release()

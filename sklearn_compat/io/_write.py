@@ -159,17 +159,34 @@ def remove_pending_temporaries():
 
 @contextmanager
 def _signals_deferred():
-    """Hold SIGINT and SIGTERM back inside the block (main thread, POSIX); they are
-    delivered, and their handlers run, when it ends."""
-    can_block = hasattr(signal, "pthread_sigmask")
-    if not can_block or threading.current_thread() is not threading.main_thread():
+    """Hold SIGINT and SIGTERM back inside the block (main thread); the handler of the
+    first one received runs when it ends.
+
+    The Python-level handlers are swapped for ones that only note the signal, rather than
+    the signals being blocked: a process-directed signal blocked in the main thread is
+    still delivered to any other thread (torch's, Lance's), and Python then runs the
+    handler in the main thread inside the block all the same.
+    """
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    received = []
+
+    def note(signum, frame):
+        received.append(signum)
+
+    previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if received:
+            handler = previous[received[0]]
+            if callable(handler):
+                handler(received[0], None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(received[0])
 
 
 def _temp_prefix(path):
