@@ -287,8 +287,11 @@ def write_results(args, name, title, tables, *, notes="", device=None):
     """
     if getattr(args, "no_json", False) or not getattr(args, "json", None):
         return None
-    record = results(name, title, tables, notes=notes, machine=describe_machine(device))
     path = Path(args.json)
+    # A script that writes several files (held-aside pairs, a second measurement) names
+    # each record after its file, so the page keeps one section per file.
+    record_name = path.stem if path.parent.resolve() == RESULTS_DIR.resolve() else name
+    record = results(record_name, title, tables, notes=notes, machine=describe_machine(device))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1, default=_plain) + "\n", encoding="utf-8")
     print(f"wrote {path} (now run: python benchmarks/render_results.py)")

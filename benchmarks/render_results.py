@@ -32,6 +32,7 @@ ORDER = [
     "lambda_fold_batching",
     "lambda_cv_vs_gridsearch",
     "lambda_intercept_choice",
+    "lambda_intercept_cost",
     "alignment_table",
     "defaults",
     "refined_rounds",
@@ -43,12 +44,13 @@ ORDER = [
     "query_path_pairs",
     "relative",
     "relative_stitching",
-    "relative_stitching_variants",
     "cli_transform",
     "store_transform",
     "store_transform_pgvector",
     "retraining",
     "mixed_models",
+    "unpaired",
+    "unpaired_heldout",
     "gpu",
 ]
 REQUIRED = {
@@ -123,11 +125,19 @@ def render(records):
         lines += [
             f"## {record['title']}",
             "",
-            f"*{record['date']}, {record['machine']}.* Command: `{record['command']}`",
+            # Where, when and how in one paragraph with the notes: the page stays short.
+            " ".join(
+                filter(
+                    None,
+                    [
+                        f"*{record['date']}, {record['machine']}.*",
+                        f"Command: `{record['command']}`.",
+                        record["notes"].strip(),
+                    ],
+                )
+            ),
             "",
         ]
-        if record["notes"].strip():
-            lines += [record["notes"].strip(), ""]
         for tab in record["tables"]:
             lines += _table(tab) + [""]
     return "\n".join(lines).rstrip("\n") + "\n"
