@@ -234,6 +234,13 @@ def test_output_exists_or_is_the_input(tables, tmp_path, capsys):
     with connect() as conn:
         assert _column_type(conn, "old") == "vector(8)"
         assert _tables(conn) == ["new", "old"]
+    # "old" now holds this model's output: mapping it again is refused, nothing written.
+    twice = ["transform", "--model", str(tmp_path / "m.skops"), "--input", f"{uri}::old"]
+    capsys.readouterr()
+    assert main([*twice, "--output", f"{uri}::twice"]) == 1
+    assert "mapping it again would apply the map twice" in _one_error(capsys)
+    with connect() as conn:
+        assert _tables(conn) == ["new", "old"]
 
 
 def test_min_retention_refuses_with_nothing_written(pg, tmp_path, capsys):
