@@ -14,7 +14,7 @@ removed from its own gallery):
   beat old/old);  B(new)/F(old): against the forward-adapted old gallery;
 - B/B: adapted new queries against an adapted new gallery (own-space quality after
   adaptation; compare with new/new);
-- neighbourhood preservation of the new space under B (overlap@10);
+- neighbourhood preservation of the new space under B (``overlap@10``);
 - the orthogonality gap N of B (compare with lam);
 - partial backfilling: the gallery starts as F(old) and is re-embedded as B(new) item by
   item, in the paper's order (per class, farthest from the class mean first) or at random;
@@ -23,6 +23,8 @@ removed from its own gallery):
 Data: ``../shared/data/mnist5k_features.npz`` (old = the MLP's features, new = a conv
 net's), else features it builds itself from scikit-learn's bundled digits (two small
 MLPClassifiers; no download).
+
+Usage::
 
     python examples/lambda_tradeoff.py [--data PATH] [--out-dir DIR] [--max-epochs N]
 

@@ -22,6 +22,8 @@ Procrustes map from the other space into the strong one (fitted on the training 
 followed by the strong absolute head.  Accuracies are on the 1,000 test rows, mean and spread
 over ``--seeds`` anchor draws.
 
+Usage::
+
     python examples/zero_shot_stitching.py
     python examples/zero_shot_stitching.py --seeds 1 --pairs mlp_s0:mlp_s1    # quicker
 """

@@ -96,6 +96,7 @@ class AlignedNeighbors(NumbersNotBoolsMixin, BaseEstimator):
 
         .. versionchanged:: 0.1.0
            ``"auto"`` adapts to galleries of 10 items or fewer instead of failing.
+
         ``CSLS(q, g) = 2 cos(q, g) - r_G(q) - r_Q(g)``: ``r_G(q)`` is the mean cosine
         of query ``q`` to its ``csls_k`` nearest gallery items (it does not change the
         order of ``q``'s neighbours), ``r_Q(g)`` that of gallery item ``g`` to its

@@ -481,9 +481,7 @@ def test_intercept_choice_reads_the_rows_not_lam():
     X, Y, _, _ = _digits_pair()
     fits = [LambdaOrthAligner(lam=lam, max_epochs=1, random_state=0).fit(X, Y) for lam in LAMS]
     assert len({(f.center_, tuple(f.auto_scores_.items())) for f in fits}) == 1
-    path = lambda_orth_path(
-        X, Y, LAMS, estimator=LambdaOrthAligner(max_epochs=1, random_state=0)
-    )
+    path = lambda_orth_path(X, Y, LAMS, estimator=LambdaOrthAligner(max_epochs=1, random_state=0))
     assert (path.center, path.auto_scores) == (fits[0].center_, fits[0].auto_scores_)
 
 

@@ -10,7 +10,7 @@ same rows makes the same choice.
 
 import numpy as np
 
-from .._core.holdout import holdout_folds, paired_top1, pick
+from .._core.holdout import holdout_folds, paired_top1, pick, take_rows
 from .._core.polar import procrustes_from_cross
 from .._core.refit_choice import TRAINED_MARGIN
 
@@ -25,8 +25,8 @@ def choose_intercept(X, Y, random_state, *, rescale):
 
     Parameters
     ----------
-    X, Y : ndarray of shape (n_samples, d_x), (n_samples, d_y)
-        The validated training rows.
+    X, Y : array-like, tensor or Dask array of shape (n_samples, d_x), (n_samples, d_y)
+        The validated training rows (read by row chunks, in float64).
     random_state : None, int or RandomState
         Draws the held-out slice (:func:`~sklearn_compat._core.holdout.holdout_folds`).
     rescale : bool
@@ -39,7 +39,7 @@ def choose_intercept(X, Y, random_state, *, rescale):
         ``TRAINED_MARGIN``), None when the rows are too few for a slice; and each
         setting's held-out paired top-1 keyed ``"fit_intercept=<value>"``.
     """
-    n_rows = X.shape[0]
+    n_rows = int(X.shape[0])
     folds = holdout_folds(n_rows, random_state)
     if folds is None:
         return None, {}
@@ -47,8 +47,8 @@ def choose_intercept(X, Y, random_state, *, rescale):
     kept = np.setdiff1d(np.arange(n_rows), held)
     x_scale = _rms_row_norm(X, kept) if rescale else 1.0
     y_scale = _rms_row_norm(Y, kept) if rescale else 1.0
-    X_held = np.asarray(X[held], dtype=np.float64) / x_scale
-    Y_held = np.asarray(Y[held], dtype=np.float64)
+    X_held = take_rows(X, held) / x_scale
+    Y_held = take_rows(Y, held)
     scores = {}
     for centre in (True, False):
         mean_x = _mean(X, kept) / x_scale if centre else np.zeros(X.shape[1])
@@ -68,13 +68,13 @@ def _chunks(rows):
 
 
 def _rms_row_norm(A, rows):
-    total = sum(float(np.square(A[part], dtype=np.float64).sum()) for part in _chunks(rows))
+    total = sum(float(np.square(take_rows(A, part)).sum()) for part in _chunks(rows))
     value = np.sqrt(total / max(len(rows), 1))
     return float(value) if value > 0 and np.isfinite(value) else 1.0
 
 
 def _mean(A, rows):
-    total = sum(A[part].sum(axis=0, dtype=np.float64) for part in _chunks(rows))
+    total = sum(take_rows(A, part).sum(axis=0) for part in _chunks(rows))
     return total / max(len(rows), 1)
 
 
@@ -82,7 +82,7 @@ def _cross(X, Y, rows, x_scale, y_scale, mean_x, mean_y):
     """``(X/s_x - m_x)^T (Y/s_y - m_y)`` over ``rows``, in float64 chunks."""
     cross = np.zeros((X.shape[1], Y.shape[1]))
     for part in _chunks(rows):
-        xc = np.asarray(X[part], dtype=np.float64) / x_scale - mean_x
-        yc = np.asarray(Y[part], dtype=np.float64) / y_scale - mean_y
+        xc = take_rows(X, part) / x_scale - mean_x
+        yc = take_rows(Y, part) / y_scale - mean_y
         cross += xc.T @ yc
     return cross
