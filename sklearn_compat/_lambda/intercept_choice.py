@@ -45,8 +45,13 @@ def choose_intercept(X, Y, random_state, *, rescale):
         return None, {}
     held = folds[0]
     kept = np.setdiff1d(np.arange(n_rows), held)
-    x_scale = _rms_row_norm(X, kept) if rescale else 1.0
-    y_scale = _rms_row_norm(Y, kept) if rescale else 1.0
+    if rescale:
+        x_scale, y_scale = _rms_row_norm(X, kept), _rms_row_norm(Y, kept)
+    else:
+        # One common unit for both sides keeps the raw start's geometry (every mapped row
+        # is scaled alike, which cosine retrieval ignores) while keeping the cross product
+        # finite for rows near the ends of float64's range.
+        x_scale = y_scale = max(_peak(X, kept), _peak(Y, kept))
     X_held = take_rows(X, held) / x_scale
     Y_held = take_rows(Y, held)
     scores = {}
@@ -67,9 +72,19 @@ def _chunks(rows):
         yield rows[start : start + _CHUNK_ROWS]
 
 
+def _peak(A, rows):
+    """The largest absolute entry of ``A[rows]``, or 1.0 for rows all zero."""
+    value = max(float(np.abs(np.asarray(take_rows(A, part))).max()) for part in _chunks(rows))
+    return value if value > 0 and np.isfinite(value) else 1.0
+
+
 def _rms_row_norm(A, rows):
-    total = sum(float(np.square(take_rows(A, part)).sum()) for part in _chunks(rows))
-    value = np.sqrt(total / max(len(rows), 1))
+    # Squares taken of A / peak: rows near 1e200 (or 1e-200) would overflow (underflow).
+    peak = _peak(A, rows)
+    total = sum(
+        float(np.square(np.asarray(take_rows(A, part)) / peak).sum()) for part in _chunks(rows)
+    )
+    value = peak * np.sqrt(total / max(len(rows), 1))
     return float(value) if value > 0 and np.isfinite(value) else 1.0
 
 
