@@ -131,6 +131,10 @@ def test_paired_topk_share_is_the_former_scores(rng):
         np.average(ranks < 1, weights=weights)
     )
     assert paired_topk_share(Z, Y, 3, device="cpu") == float(np.mean(ranks < 3))
-    # The held-out folds' float32 scorer applies the same rule (ties count against a row).
+    # The held-out folds' float32 scorer applies the same rule (ties with another target
+    # count against a row) ...
     assert paired_top1(Z, Y) == paired_topk_share(Z, Y, device="cpu")
-    assert paired_top1(np.ones((5, 3)), np.ones((5, 3))) == 0.0
+    assert paired_top1(np.ones((2, 2)), np.eye(2)) == 0.0
+    # ... except that copies of a row's own target are its answer, not competitors
+    # (duplicated rows must not score every candidate of an "auto" choice 0).
+    assert paired_top1(np.ones((5, 3)), np.ones((5, 3))) == 1.0
