@@ -185,7 +185,7 @@ def load_model(path, *, trust=False):
     >>> load_model("no-such-model.skops")
     Traceback (most recent call last):
     ...
-    sklearn_compat.io.InputError: no-such-model.skops: no such model file
+    sklearn_compat.exceptions.InputError: no-such-model.skops: no such model file
     """
     where = str(path)
     p = Path(path)
