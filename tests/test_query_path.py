@@ -1,11 +1,14 @@
 """The small-input path of transform: same results and same errors as the full path."""
 
+import threading
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner
+from sklearn_compat._core import backend as _backend
 
 
 def _full(model, X):
@@ -52,17 +55,49 @@ def test_small_path_keeps_the_full_validation(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_one_query_equals_its_row_in_a_large_threaded_batch(rng, dtype):
-    # A query mapped alone (small-input path, calling thread only) must equal the same item
-    # mapped in bulk (full path, torch's thread pool): a served query then finds its own
-    # vector in a store that was migrated with the same model.
+def test_rows_equal_their_rows_in_a_large_threaded_batch(rng, dtype):
+    # Two rows or more mapped together (small-input path, calling thread only) equal the
+    # same items mapped in bulk (full path, torch's thread pool), bit for bit.
     X = rng.normal(size=(3000, 256)).astype(dtype)
     Y = (X @ rng.normal(size=(256, 256))).astype(dtype)
     model = OrthogonalProcrustesAligner(center=True, device="cpu").fit(X, Y)
     bulk = model.transform(X)
+    for start, stop in ((0, 2), (5, 8), (2997, 3000), (3, 40)):
+        np.testing.assert_array_equal(model.transform(X[start:stop]), bulk[start:stop])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_query_agrees_with_its_batch_value_to_rounding(rng, dtype):
+    # One row takes the matrix-vector product: its value is the batch's up to the rounding
+    # of a sum of 256 products (the dot product's forward error bound), and inside
+    # batch_invariant_rows (the command line's mode) it is the batch's bit for bit.
+    X = rng.normal(size=(3000, 256)).astype(dtype)
+    Y = (X @ rng.normal(size=(256, 256))).astype(dtype)
+    model = OrthogonalProcrustesAligner(center=True, device="cpu").fit(X, Y)
+    bulk = model.transform(X)
+    A, b = model._affine_map()
+    eps = np.finfo(dtype).eps
     for i in (0, 5, 8, 2999):
-        np.testing.assert_array_equal(model.transform(X[i : i + 1]), bulk[i : i + 1])
-    np.testing.assert_array_equal(model.transform(X[3:40]), bulk[3:40])
+        single = model.transform(X[i : i + 1])
+        assert single.dtype == dtype
+        bound = 2 * 257 * eps * (np.abs(X[i : i + 1]) @ np.abs(A) + np.abs(b))
+        assert np.all(np.abs(single - bulk[i : i + 1]) <= bound), i
+        with _backend.batch_invariant_rows():
+            np.testing.assert_array_equal(model.transform(X[i : i + 1]), bulk[i : i + 1])
+    assert _backend.single_row_kernel_allowed()  # the context is left as it was found
+
+
+def test_batch_invariant_rows_is_per_thread():
+    seen = []
+    with _backend.batch_invariant_rows():
+        worker = threading.Thread(target=lambda: seen.append(_backend.single_row_kernel_allowed()))
+        worker.start()
+        worker.join()
+        assert not _backend.single_row_kernel_allowed()
+        with _backend.batch_invariant_rows():
+            pass
+        assert not _backend.single_row_kernel_allowed()  # nested exit keeps the outer mode
+    assert seen == [True] and _backend.single_row_kernel_allowed()
 
 
 def test_small_path_restores_torch_threads(rng):

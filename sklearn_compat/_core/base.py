@@ -189,6 +189,17 @@ class BaseAligner(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
         ndarray of shape (n_samples, n_targets_)
             X mapped into Y's space, in X's float dtype (a lazy Dask array with X's row
             chunks when X is a Dask array).
+
+        Notes
+        -----
+        A row's value does not depend on how many rows come with it, bit for bit, for
+        inputs of two rows or more. A single numpy row on a CPU model is mapped by the
+        matrix-vector product on the calling thread, which agrees with its batch value to
+        within the rounding of a dot product; the command line and Dask keep every batch,
+        one row included, bit-identical. See :ref:`one-query-latency`.
+
+        .. versionchanged:: 0.1.0
+           A single row takes the matrix-vector product (before: a padded block).
         """
         fast = _small_transform(self, X)
         if fast is not None:
@@ -309,15 +320,26 @@ def _small_transform(model, X):
     # path, which then checks element by element.
     if not np.isfinite(X.sum()):
         return None
-    A, b = maps.get(X.dtype) or maps.setdefault(X.dtype, _cpu_map(maps, X.dtype))
+    A, b, A_numpy, b_numpy = maps.get(X.dtype) or maps.setdefault(
+        X.dtype, _cpu_map(maps, X.dtype)
+    )
+    if X.shape[0] == 1 and backend.single_row_kernel_allowed():
+        # One query: numpy's matrix-vector product on the calling thread (see
+        # backend.batch_invariant_rows for what that costs in the last bits).
+        out = X @ A_numpy
+        out += b_numpy
+        return out
     # torch's kernel on the same operands as apply_affine, so this path returns exactly
     # what the full path does (the command line's batch size never changes its output).
     return backend.affine_rows(b, torch.from_numpy(X), A).numpy()
 
 
 def _cpu_map(maps, dtype):
+    """The map in ``dtype`` as CPU tensors and as numpy views of the same memory."""
     torch_dtype = torch.float64 if dtype == np.float64 else torch.float32
-    return to_torch(maps["A"], "cpu", torch_dtype), to_torch(maps["b"], "cpu", torch_dtype)
+    A = to_torch(maps["A"], "cpu", torch_dtype)
+    b = to_torch(maps["b"], "cpu", torch_dtype)
+    return A, b, A.numpy(), b.numpy()
 
 
 def _model_state(model):
