@@ -5,9 +5,10 @@ on its machine.  For each batch size this times ``aligner.transform(x)``, the sa
 inside ``batch_invariant_rows`` (the command line's mode: a single row goes through a
 padded whole block instead of the matrix-vector product, so its bits equal a batch's), and
 the bare ``x @ W`` with the map's own matrix in the same dtype: first as the machine is,
-then with a busy-loop process started by this script on another core.  The three are measured interleaved in the same run, so load hits them
-alike; each figure is the median over ``--repeats`` of the mean of about 0.05 s of calls,
-and the ratios are to the bare product of the same phase.  Target: one row within 3x.
+then with a busy-loop process started by this script on another core.  The three are
+measured interleaved in the same run, so load hits them alike; each figure is the median
+over ``--repeats`` of the mean of about 0.05 s of calls, and the ratios are to the bare
+product of the same phase.  Target: one row within 3x.
 
 Usage::
 

@@ -337,8 +337,8 @@ def test_a_last_batch_of_one_row_gets_the_bits_of_a_whole_batch(tmp_path, capsys
     outputs = []
     for rows in ("8", "100000"):
         out = tmp_path / f"out{rows}.npy"
-        code, _, err = run(capsys, "transform", "--model", tmp_path / "m.skops", "--input",
-                           tmp_path / "X.npy", "--output", out, "--rows-per-batch", rows)  # fmt: skip
+        args = ["--model", tmp_path / "m.skops", "--input", tmp_path / "X.npy"]
+        code, _, err = run(capsys, "transform", *args, "--output", out, "--rows-per-batch", rows)
         assert code == 0, err
         outputs.append(np.load(out))
     np.testing.assert_array_equal(outputs[0], outputs[1])
