@@ -320,9 +320,7 @@ def _small_transform(model, X):
     # path, which then checks element by element.
     if not np.isfinite(X.sum()):
         return None
-    A, b, A_numpy, b_numpy = maps.get(X.dtype) or maps.setdefault(
-        X.dtype, _cpu_map(maps, X.dtype)
-    )
+    A, b, A_numpy, b_numpy = maps.get(X.dtype) or maps.setdefault(X.dtype, _cpu_map(maps, X.dtype))
     if X.shape[0] == 1 and backend.single_row_kernel_allowed():
         # One query: numpy's matrix-vector product on the calling thread (see
         # backend.batch_invariant_rows for what that costs in the last bits).
