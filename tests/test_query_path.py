@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn import config_context
 
 from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner
 from sklearn_compat._core import backend as _backend
@@ -110,3 +111,22 @@ def test_small_path_restores_torch_threads(rng):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
+
+
+def test_small_input_honours_set_output(rng):
+    # The small-input path returns before scikit-learn's output wrapper only when that
+    # wrapper would return the array unchanged.
+    X = rng.normal(size=(50, 6))
+    model = OrthogonalProcrustesAligner(center=True, scale=False).fit(X, X[:, ::-1])
+    expected = model.transform(X[:1])
+    assert type(expected) is np.ndarray
+    with config_context(transform_output="pandas"):
+        frame = model.transform(X[:1])
+        assert isinstance(frame, pd.DataFrame) and frame.shape == (1, 6)
+        model.set_output(transform="default")  # the estimator's own setting comes first
+        assert type(model.transform(X[:1])) is np.ndarray
+    model.set_output(transform="pandas")
+    frame = model.transform(X[:1])
+    assert isinstance(frame, pd.DataFrame)
+    np.testing.assert_array_equal(frame.to_numpy(), expected)
+    assert list(frame.columns) == list(model.get_feature_names_out())
