@@ -364,6 +364,30 @@ def test_replace_rebuilds_the_indexes_it_drops(store, capsys):
     assert after.search(X[0] @ np.eye(D)).limit(1).to_list()  # the index answers
 
 
+def test_a_new_table_gets_the_input_indexes_with_their_metric(store, capsys):
+    # A migration into a new table serves the input's queries: without the input's vector
+    # index every query would scan, and an index of another metric would rank otherwise.
+    import lance
+    from lancedb.index import BTree, IvfPq
+
+    db = store / "db"
+    X, _, ids = _pairs(n=1000)
+    table = lancedb.connect(db).create_table("big", pa.table({"id": ids, "vector": _vectors(X)}))
+    table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=2,
+                                              num_sub_vectors=2))  # fmt: skip
+    table.create_index("id", config=BTree())
+    capsys.readouterr()
+    assert _transform(store, "--input", db / "big.lance", "--output", db / "big2.lance") == 0
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "built on it: " in line and "IVF_PQ on 'vector'" in line and "BTree on 'id'" in line
+    after = lancedb.connect(db).open_table("big2")
+    types = {i.name: i.index_type for i in after.list_indices()}
+    assert types == {"vector_idx": "IvfPq", "id_idx": "BTree"}
+    stats = lance.dataset(db / "big2.lance").stats.index_stats("vector_idx")
+    assert stats["indices"][0]["metric_type"] == "cosine"
+    assert {i.name for i in lancedb.connect(db).open_table("big").list_indices()} == set(types)
+
+
 # ------------------------------------------------------- the store's distance is kept
 @pytest.mark.parametrize(
     "settings",
