@@ -55,27 +55,29 @@ def test_small_path_keeps_the_full_validation(rng):
         named.transform(X[:1])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_rows_equal_their_rows_in_a_large_threaded_batch(rng, dtype):
+@pytest.fixture(params=[np.float32, np.float64], ids=["float32", "float64"])
+def mapped_in_bulk(rng, request):
+    """``(X, model, model.transform(X))``: 3,000 rows, mapped in bulk by torch's pool."""
+    X = rng.normal(size=(3000, 256)).astype(request.param)
+    Y = (X @ rng.normal(size=(256, 256))).astype(request.param)
+    model = OrthogonalProcrustesAligner(center=True, device="cpu").fit(X, Y)
+    return X, model, model.transform(X)
+
+
+def test_rows_equal_their_rows_in_a_large_threaded_batch(mapped_in_bulk):
     # Two rows or more mapped together (small-input path, calling thread only) equal the
     # same items mapped in bulk (full path, torch's thread pool), bit for bit.
-    X = rng.normal(size=(3000, 256)).astype(dtype)
-    Y = (X @ rng.normal(size=(256, 256))).astype(dtype)
-    model = OrthogonalProcrustesAligner(center=True, device="cpu").fit(X, Y)
-    bulk = model.transform(X)
+    X, model, bulk = mapped_in_bulk
     for start, stop in ((0, 2), (5, 8), (2997, 3000), (3, 40)):
         np.testing.assert_array_equal(model.transform(X[start:stop]), bulk[start:stop])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_one_query_agrees_with_its_batch_value_to_rounding(rng, dtype):
+def test_one_query_agrees_with_its_batch_value_to_rounding(mapped_in_bulk):
     # One row takes the matrix-vector product: its value is the batch's up to the rounding
     # of a sum of 256 products (the dot product's forward error bound), and inside
     # batch_invariant_rows (the command line's mode) it is the batch's bit for bit.
-    X = rng.normal(size=(3000, 256)).astype(dtype)
-    Y = (X @ rng.normal(size=(256, 256))).astype(dtype)
-    model = OrthogonalProcrustesAligner(center=True, device="cpu").fit(X, Y)
-    bulk = model.transform(X)
+    X, model, bulk = mapped_in_bulk
+    dtype = X.dtype
     A, b = model._affine_map()
     eps = np.finfo(dtype).eps
     for i in (0, 5, 8, 2999):
