@@ -80,9 +80,13 @@ class LambdaOrthAlignerCV(BaseAligner):
     warm_n_iter_no_change : int or "auto", default="auto"
         Early-stopping patience of the warm-started fits (every ``lam`` of a fold's path but
         the first, which is a cold fit with the estimator's own ``n_iter_no_change``).
-        "auto" is half the estimator's ``n_iter_no_change``, rounded up; the estimator's
-        own value makes every fit as patient as GridSearchCV's.  The refit always uses
-        the estimator's.  See Notes.
+        "auto" is half the estimator's ``n_iter_no_change``, rounded up, and 2 where
+        ``stop_at_bound`` applies (walking upwards); the estimator's own value makes every
+        fit as patient as GridSearchCV's.  The refit always uses the estimator's.  See
+        Notes.
+
+        .. versionchanged:: 0.1.0
+           "auto" is 2 with ``stop_at_bound=True`` (before: half the estimator's).
     refit : bool, default=True
         Refit the best ``lam`` on all rows.  With False only ``cv_results_``, ``lam_``,
         ``best_index_`` and ``best_score_`` are set and the object cannot transform.
@@ -201,11 +205,11 @@ class LambdaOrthAlignerCV(BaseAligner):
     Text pairs.  Where the fits are short (a cold fit from the Procrustes start is at its
     best held-out loss after a few epochs, as on many pairs of text models), a
     warm-started fit gains only minibatch noise after its first epoch yet waits out its
-    patience, and the path saves little.  ``stop_at_bound=True, warm_n_iter_no_change=2``
-    ends such fits on their wall half an epoch after their best.  It is not a default
-    because a fit may also slide along its wall for many epochs; stopped early, it scores
-    lower and can mislead the search.  Compare ``mean_n_epochs`` with a default search on
-    a subsample before relying on it.  ``warm_tol`` (e.g. ``3e-3``) is an older, cruder
+    patience, and the path saves little.  ``stop_at_bound=True`` (whose ``"auto"`` warm
+    patience is 2) ends such fits on their wall half an epoch after their best.  It is not
+    a default because a fit may also slide along its wall for many epochs; stopped early,
+    it scores lower and can mislead the search.  Compare ``mean_n_epochs`` with a default
+    search on a subsample before relying on it.  ``warm_tol`` (e.g. ``3e-3``) is an older, cruder
     shortcut that picks worse where fits travel far, which is why it is 0 by default.
     Measured speed-ups and picks on real pairs: :ref:`benchmarks`.
 
@@ -564,8 +568,8 @@ def lambda_orth_path(
     warm_n_iter_no_change : int or "auto", default="auto"
         Early-stopping patience of every fit but the first (a cold fit with the
         estimator's own ``n_iter_no_change``).  "auto" is half the estimator's value,
-        rounded up: the next ``lam`` carries on from where a fit stopped, so waiting
-        longer at each step mostly repeats work.
+        rounded up, and 2 where ``stop_at_bound`` applies: the next ``lam`` carries on
+        from where a fit stopped, so waiting longer at each step mostly repeats work.
     warm_tol : float in [0, 1), default=0.0
         Relative tolerance of the warm fits' early stopping: an epoch whose monitored loss
         improves on the best by less than ``warm_tol`` times the best (or less than the

@@ -526,3 +526,15 @@ def test_cv_fits_what_grid_search_fits_on_a_real_pair(mnist_features, stop_at_bo
     if search.lam_ == grid.best_params_["lam"] and not stop_at_bound:
         np.testing.assert_array_equal(search.W_, grid.best_estimator_.W_)
     assert abs(top1[1] - top1[0]) <= 0.01, (search.lam_, grid.best_params_, top1)
+
+
+def test_stop_at_bound_shortens_the_auto_warm_patience(problem, runs):
+    # Walking upwards with stop_at_bound, "auto" waits 2 epochs at each warm fit; walking
+    # downwards (where stop_at_bound does not apply) it is half the estimator's patience.
+    X, Y = problem
+    estimator = LambdaOrthAligner(max_epochs=4, batch_size=64, n_iter_no_change=7)
+    for direction, warm in (("increasing", 2), ("decreasing", 4)):
+        runs.clear()
+        LambdaOrthAlignerCV([0.0, 0.5, 1.0], estimator=estimator, cv=2, refit=False,
+                            stop_at_bound=True, direction=direction).fit(X, Y)  # fmt: skip
+        assert [run[1] for run in runs] == [7, warm, warm] * 2, direction

@@ -156,7 +156,7 @@ def test_stop_at_bound_reads_four_times_per_epoch_and_stops_on_the_wall(problem)
         readings = len(fast.histories[k]["valid_loss"])
         assert 3 * (fast.n_epochs[k] - 1) < readings <= 3 * fast.n_epochs[k]
     # lam = 0 and 1 end on their wall (N within [lam - 1, lam + 0.5]) and stop two readings
-    # after their best one; lam = inf has no wall and keeps the estimator's patience.
+    # after their best one; lam = inf has no wall and keeps the path's warm patience.
     for k in (0, 1):
         gaps = fast.histories[k]["orthogonality_gap"]
         assert lams[k] - 1 <= gaps[-1] <= lams[k] + 0.5
@@ -164,7 +164,8 @@ def test_stop_at_bound_reads_four_times_per_epoch_and_stops_on_the_wall(problem)
         assert len(gaps) - 1 - best == path_module.BOUND_PATIENCE
     losses = fast.histories[2]["valid_loss"]
     waited = len(losses) - 1 - int(np.argmin(losses))
-    assert waited == 3 * path_module.warm_patience("auto", 6) or fast.n_epochs[2] == 30
+    # (the warm patience that "auto" gives with stop_at_bound: 2 epochs of 3 readings)
+    assert waited == 3 * path_module.warm_patience("auto", 6, True) == 6 or fast.n_epochs[2] == 30
     assert fast.n_epochs[:2].sum() < plain.n_epochs[:2].sum()
 
 

@@ -76,12 +76,13 @@ def walk_lams(
     lams = check_lams(lams)
     codes = encode_fit_labels(labels, X.shape[0])
     order = np.argsort(-lams if direction == "decreasing" else lams, kind="stable")
-    patience = warm_patience(warm_n_iter_no_change, settings.n_iter_no_change)
+    bound_stops = stop_at_bound and direction == "increasing"
+    patience = warm_patience(warm_n_iter_no_change, settings.n_iter_no_change, bound_stops)
     # Only walking upwards: each fit then starts inside its constraint and the data pull W
     # out onto the wall, where it stays.  Walking downwards the wall pushes W inwards, and
     # that contraction goes on under the minibatch noise (measured: stopped early, it
     # leaves the smallest lams' maps short of orthogonal).
-    readings = READINGS_PER_EPOCH if stop_at_bound and direction == "increasing" else 1
+    readings = READINGS_PER_EPOCH if bound_stops else 1
     d_x, d_y = X.shape[1], Y.shape[1]
     with small_problem_threads(
         is_small_problem(settings, resolve_device(settings.device), d_x, d_y)
@@ -120,10 +121,12 @@ def check_lams(lams):
     return grid
 
 
-def warm_patience(warm_n_iter_no_change, n_iter_no_change):
-    """The warm fits' patience: "auto" is half the cold one, rounded up (at least 1)."""
+def warm_patience(warm_n_iter_no_change, n_iter_no_change, bound_stops=False):
+    """The warm fits' patience: "auto" is half the cold one, rounded up (at least 1), or
+    2 where fits stop at the bound (``bound_stops``): a fit off its wall then carries on
+    at the next lam, so waiting out a long patience mostly repeats work."""
     if warm_n_iter_no_change == "auto":
-        return math.ceil(n_iter_no_change / 2)
+        return min(2, n_iter_no_change) if bound_stops else math.ceil(n_iter_no_change / 2)
     return int(warm_n_iter_no_change)
 
 
