@@ -58,12 +58,15 @@ class UnpairedProcrustesAligner(BaseAligner):
     3. The map itself is centred Procrustes on the final dictionary's raw rows (seed pairs
        included), as :class:`OrthogonalProcrustesAligner` would fit it from those pairs.
 
-    No true pairs are needed to judge the result: a random share of X's rows is kept out
-    of every dictionary, and ``confidence_`` is the share of those held-out rows that are
+    No true pairs are needed to judge the result: a random fifth of X's rows is kept out
+    of every dictionary, and ``mutual_share_`` is the share of those held-out rows that are
     each other's CSLS nearest neighbour with a row of Y under the map.  A map self-learned
     on its own matches finds mutual partners for many of the rows it was fitted on even
     when it is wrong; only a map that really aligns the spaces does so for rows it has not
-    seen.  Below ``min_confidence``, ``fit`` warns with
+    seen.  Some held-out rows find one by chance, the more so in few dimensions, so the
+    same self-learning is also run onto a Gaussian cloud with Y's mean and covariance
+    (``chance_share_``), and ``confidence_`` is the share beyond that chance level.  Below
+    ``min_confidence``, ``fit`` warns with
     :class:`~sklearn_compat.exceptions.UnreliableAlignmentWarning`.
 
     Read more in the :ref:`User Guide <unpaired>`.
@@ -95,7 +98,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         Rows of each side used in self-learning (a random sample when a side has more);
         each round costs a few ``max_rows``-square similarity passes.  The map is then
         applied to every row.
-    min_confidence : float, default=0.3
+    min_confidence : float, default=0.15
         ``fit`` warns when ``confidence_`` is below this.  0 never warns.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         Where the similarity searches and k-means run.
@@ -123,10 +126,16 @@ class UnpairedProcrustesAligner(BaseAligner):
     n_iter_ : int
         Rounds of self-learning run.
     confidence_ : float
+        ``(mutual_share_ - chance_share_) / (1 - chance_share_)``, clipped at 0: the
+        share of held-out rows with a mutual partner beyond what chance gives, in [0, 1].
+        Computed without any true pairs.
+    mutual_share_ : float
         Share of the held-out rows of X (a random fifth of the rows used, never a seed
         pair's, left out of every dictionary) that are in a mutual CSLS nearest-neighbour
-        pair with a row of Y under the self-learned map, in [0, 1].  Computed without any
-        true pairs.
+        pair with a row of Y under the self-learned map.
+    chance_share_ : float
+        The same share for a map self-learned (from a random start, seeded) onto a
+        Gaussian cloud with Y's mean and covariance, which no map can really align.
     init_ : str
         The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
         or ``"seed_pairs"``.
@@ -207,7 +216,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         csls_k=10,
         start_rows=2000,
         max_rows=10000,
-        min_confidence=0.3,
+        min_confidence=0.15,
         device="auto",
         random_state=None,
     ):
@@ -275,7 +284,16 @@ class UnpairedProcrustesAligner(BaseAligner):
         held = _heldout_rows(len(Xw), seeds_w, rng)
         W, self.init_, self.start_scores_ = self._start(Xw, Yw, held, seeds_w, rng, generator)
         W, self.n_iter_ = self._self_learn(Xw, Yw, W, held, seeds_w, self.max_iter)
-        self.confidence_ = _u.heldout_share(Xw, Yw, W, held, self.csls_k)
+        self.mutual_share_ = _u.heldout_share(Xw, Yw, W, held, self.csls_k)
+        # What the same self-learning reaches on held-out rows against a target with Y's
+        # shape but no structure: mutual partners come by chance in few dimensions.
+        cloud = _u.structureless_cloud(Yw, generator)
+        W_null = _u.random_orthogonal(Xw.shape[1], Yw.shape[1], generator).to(Xw.device)
+        W_null, _ = self._self_learn(Xw, cloud, W_null, held, None, self.max_iter)
+        self.chance_share_ = _u.heldout_share(Xw, cloud, W_null, held, self.csls_k)
+        self.confidence_ = max(
+            0.0, (self.mutual_share_ - self.chance_share_) / (1.0 - self.chance_share_)
+        )
         i, j = _u.mutual_pairs(_u.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
         self.matches_ = np.stack([rows_x[i.cpu().numpy()], rows_y[j.cpu().numpy()]], axis=1)
         self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
@@ -283,7 +301,7 @@ class UnpairedProcrustesAligner(BaseAligner):
             warnings.warn(
                 f"The unpaired alignment looks unreliable: confidence_={self.confidence_:.3f} "
                 "(the share of held-out rows, which the fit never saw, that find a mutual "
-                "nearest neighbour under the map) is below "
+                "nearest neighbour under the map, beyond what unrelated spaces give) is below "
                 f"min_confidence={self.min_confidence}. "
                 "The two spaces may share too little "
                 "structure for an unsupervised fit; pass seed pairs (pairs=, a few hundred "

@@ -17,9 +17,10 @@ Two unsupervised starts propose an orthogonal map from nothing but the two sets 
   centroids, and rows with similar descriptions taken as pseudo-pairs.
 
 :func:`self_learn` then alternates Procrustes and dictionary induction by mutual CSLS
-nearest neighbours (Conneau et al., ICLR 2018), keeping any seed pairs; :func:`mutual_share`
-is the unsupervised figure of merit (the share of rows that are each other's CSLS nearest
-neighbour under a map).
+nearest neighbours (Conneau et al., ICLR 2018), keeping any seed pairs; :func:`heldout_share`
+is the unsupervised figure of merit (the share of rows left out of self-learning that are
+in a mutual CSLS nearest-neighbour pair under the map), and :func:`structureless_cloud`
+the target on which it measures what self-learning reaches by chance.
 """
 
 import itertools
@@ -31,16 +32,16 @@ from scipy.optimize import quadratic_assignment
 from .ranking import knn_mean_similarity, similarity_blocks
 
 __all__ = [
-    "chance_share",
     "cluster_match_start",
     "csls_neighbours",
     "heldout_share",
     "kmeans",
     "match_centroids",
-    "mutual_share",
     "orthogonal_fit",
+    "random_orthogonal",
     "self_learn",
     "sorted_profile_start",
+    "structureless_cloud",
     "unit_centered",
     "unit_rows",
 ]
@@ -102,24 +103,22 @@ def mutual_pairs(A, B, k):
     return rows[mutual][order], forward[mutual][order]
 
 
-def mutual_share(Xs, Ys, W, k):
-    """Share of the smaller side's rows that are in a mutual CSLS pair under ``W``."""
-    i, _ = mutual_pairs(unit_rows(Xs @ W.to(Xs.dtype)), Ys, k)
-    return len(i) / min(Xs.shape[0], Ys.shape[0])
-
-
-def chance_share(Xs, Ys, k, generator):
-    """:func:`mutual_share` under a random orthogonal map: what unrelated spaces give.
-
-    Mutual nearest neighbours are common by chance alone in few dimensions (about half
-    the rows of two independent 8-d Gaussian clouds), rare in many; this is the level a
-    fitted map's share is measured against.
+def structureless_cloud(Ys, generator):
+    """Gaussian rows with the mean and covariance of ``Ys`` (its row count), in the common
+    form: a target with ``Ys``'s shape and spread but no structure that any map can match.
     """
-    d_x, d_y = Xs.shape[1], Ys.shape[1]
+    mean = Ys.double().mean(dim=0)
+    _, spread, basis = torch.linalg.svd(Ys.double() - mean, full_matrices=False)
+    noise = torch.randn(Ys.shape[0], len(spread), generator=generator, dtype=torch.float64)
+    cloud = mean + (noise * (spread / np.sqrt(Ys.shape[0])).cpu()).to(Ys.device) @ basis
+    return unit_centered(cloud.to(Ys.dtype))
+
+
+def random_orthogonal(d_x, d_y, generator):
+    """A random ``(d_x, d_y)`` map with orthonormal rows or columns (Haar, seeded)."""
     G = torch.randn(max(d_x, d_y), min(d_x, d_y), generator=generator, dtype=torch.float64)
     Q = torch.linalg.qr(G).Q  # orthonormal columns
-    W = Q if d_x >= d_y else Q.T
-    return mutual_share(Xs, Ys, W.to(Xs.device), k)
+    return Q if d_x >= d_y else Q.T
 
 
 def self_learn(Xs, Ys, W, *, seeds=None, n_iter=10, csls_k=10, tol=0.0):
