@@ -79,6 +79,10 @@ def main(argv=None):
                            round(grid_time / seconds, 2)]  # fmt: skip
                     rows.append(row)
                     print(" | ".join(map(str, row)), flush=True)
+                _write(args, rows)  # after every pair: a long run cut short keeps its rows
+
+
+def _write(args, rows):
     columns = ["group", "pair", "search", "lam chosen", "bias (refit)", "test P@1"]
     columns += ["minus GridSearchCV's", "seconds", "speed-up over GridSearchCV"]
     _common.write_results(

@@ -27,8 +27,6 @@ ORDER = [
     "dask",
     "wide",
     "lambda",
-    "lambda_path",
-    "lambda_path_text",
     "lambda_fold_batching",
     "lambda_cv_vs_gridsearch",
     "lambda_intercept_choice",

@@ -12,7 +12,7 @@ from numbers import Real
 
 import numpy as np
 from scipy.stats import rankdata
-from sklearn.base import _fit_context
+from sklearn.base import _fit_context, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import StrOptions, validate_params
@@ -45,8 +45,8 @@ class LambdaOrthAlignerCV(BaseAligner):
     device) once, as ``LassoCV`` runs ``enet_path``.  Each ``lam`` starts from the previous one's
     weights, moved on along the path (see Notes), with a fresh optimizer and the
     estimator's early stopping at a shorter patience, and is scored on the held-out rows.
-    The ``lam`` with the best mean score is then refitted on all rows, starting from the
-    mean of the folds' maps at that ``lam``; this object transforms with that map.
+    The ``lam`` with the best mean score is then refitted on all rows from scratch, as
+    GridSearchCV refits; this object transforms with that map.
     ``cv_results_`` has the layout of :class:`~sklearn.model_selection.GridSearchCV`'s.
 
     The method is Ricci et al.'s [1]_; read more in docs/methods.md, section
@@ -93,7 +93,8 @@ class LambdaOrthAlignerCV(BaseAligner):
         the monitored loss by less than ``warm_tol`` times its best so far counts as no
         improvement (on top of the estimator's absolute ``tol``).  See Notes (Speed).
     stop_at_bound : bool, default=False
-        Walking upwards, end each fit (the refit included) as soon as it has settled on
+        Walking upwards, end each fit (the refit included, which then starts from the
+        mean of the folds' maps at ``lam_``) as soon as it has settled on
         its constraint: the held-out loss is read four times per epoch, and while the
         map sits on the penalty's wall (``N`` within ``lam - 10 / sharpness`` and
         ``lam + 5 / sharpness``) two readings without improvement end the fit.  The
@@ -110,8 +111,8 @@ class LambdaOrthAlignerCV(BaseAligner):
     best_score_ : float
         Its mean held-out score.
     best_estimator_ : LambdaOrthAligner
-        The aligner refitted on all rows with ``lam_``, from the mean of the folds' maps
-        at ``lam_`` (``refit`` only).
+        ``clone(estimator).set_params(lam=lam_)`` fitted on all rows (``refit`` only;
+        with ``stop_at_bound=True`` warm-started from the folds' maps, see Notes).
     W_ : ndarray of shape (n_features_in_, n_targets_)
         ``best_estimator_.W_`` (``refit`` only).
     bias_ : ndarray of shape (n_targets_,)
@@ -180,10 +181,15 @@ class LambdaOrthAlignerCV(BaseAligner):
       the last one, at most 1), shrunk until it lies inside the new constraint
       ``N <= lam - 1``: the path's curve is smooth, and the prediction starts the fit
       most of the way to where it will stop.
-    - The refit starts from the mean of the folds' maps at ``lam_`` (each fitted on most
-      of the rows), so it only has to settle; it is as good as a cold fit but not the
-      same one.  ``LambdaOrthAligner(lam=search.lam_).fit(X, Y)`` gives GridSearchCV's
-      cold refit.
+
+    The refit is GridSearchCV's: ``clone(estimator).set_params(lam=lam_).fit(X, Y)``, a
+    cold fit on all rows, so where the two searches pick the same ``lam`` they return the
+    same map.  With ``stop_at_bound=True`` it is instead warm-started from the mean of the
+    folds' maps at ``lam_`` and ended at the bound, which is faster and not GridSearchCV's.
+
+    .. versionchanged:: 0.1.0
+       The default refit is a cold fit (before: warm-started from the mean of the folds'
+       maps, as ``stop_at_bound=True`` still does).
 
     The search therefore trains fewer epochs than GridSearchCV over the same grid and
     folds, for a pick GridSearchCV itself scores close to its best (:ref:`lam_tradeoff`).
@@ -321,9 +327,9 @@ class LambdaOrthAlignerCV(BaseAligner):
             error_score=np.nan,
         )
         folds = []
-        # Per lam, the sum of the folds' maps (for the refit's start), kept as running sums
-        # so that only one fold's maps are held at a time.
-        map_sums = [_MapSum() for _ in lams]
+        # With stop_at_bound, per lam, the sum of the folds' maps (the refit's start), kept
+        # as running sums so that only one fold's maps are held at a time.
+        map_sums = [_MapSum() for _ in lams] if self.stop_at_bound else None
         for k, (train, test) in enumerate(splits):
             path = lambda_orth_path(
                 X[train],
@@ -339,7 +345,7 @@ class LambdaOrthAlignerCV(BaseAligner):
                 scorer,
                 fold=f"{k + 1}/{len(splits)}",
             )
-            for i, total in enumerate(map_sums):
+            for i, total in enumerate(map_sums or ()):
                 if path.errors[i] is None:
                     total.add(path, i)
             folds.append(fold)
@@ -363,19 +369,25 @@ class LambdaOrthAlignerCV(BaseAligner):
             self.__dict__.pop(attr, None)
         if self.refit:
             start = time.perf_counter()
-            # A one-lam path: a fit of lam_ on all rows, from the folds' mean map.
-            path = lambda_orth_path(
-                X,
-                Y,
-                [self.lam_],
-                estimator=base,
-                labels=labels,
-                coef_init=map_sums[self.best_index_].mean(),
-                # The direction only decides whether stop_at_bound applies.
-                direction=self.direction,
-                stop_at_bound=self.stop_at_bound,
-            )
-            best = aligner_at(path, 0, base)
+            if self.stop_at_bound:
+                # The fast search's refit: a one-lam path from the folds' mean map at lam_,
+                # ended at the bound like the path's fits.
+                path = lambda_orth_path(
+                    X,
+                    Y,
+                    [self.lam_],
+                    estimator=base,
+                    labels=labels,
+                    coef_init=map_sums[self.best_index_].mean(),
+                    direction=self.direction,  # decides whether stop_at_bound applies
+                    stop_at_bound=True,
+                )
+                best = aligner_at(path, 0, base)
+            else:
+                # GridSearchCV's own refit, cold: where both searches pick the same lam
+                # they return the same map.
+                best = clone(base).set_params(lam=self.lam_)
+                best.fit(X, Y, **({} if labels is None else {"labels": labels}))
             self.refit_time_ = time.perf_counter() - start
             self.best_estimator_ = best
             self.W_ = best.W_

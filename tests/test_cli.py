@@ -15,8 +15,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat.cli import main
-from sklearn_compat.io import ColumnSpec, OutputLayout, load_model, read_table, write_table
+from sklearn_compat.io import (
+    ColumnSpec,
+    OutputLayout,
+    load_model,
+    read_table,
+    save_model,
+    write_table,
+)
 
 from _helpers import planted_pair
 
@@ -315,6 +323,25 @@ def test_transform_in_small_batches_matches_one_batch(tmp_path, capsys, planted_
         outputs.append(out.read_text())
     assert outputs[0] == outputs[1]
     assert outputs[0].splitlines()[1].startswith("item000,")
+
+
+def test_a_last_batch_of_one_row_gets_the_bits_of_a_whole_batch(tmp_path, capsys, rng):
+    # transform maps a single row with the matrix-vector product, whose last bits differ
+    # from a block product's; the command line must still write the same table whatever
+    # its batch size, a last batch of one row included (41 = 5 x 8 + 1).
+    X = rng.normal(size=(41, 256)).astype(np.float32)
+    Q = np.linalg.qr(rng.normal(size=(256, 256)))[0].astype(np.float32)
+    save_model(OrthogonalProcrustesAligner(center=True, scale=False).fit(X, X @ Q),
+               tmp_path / "m.skops")  # fmt: skip
+    np.save(tmp_path / "X.npy", X)
+    outputs = []
+    for rows in ("8", "100000"):
+        out = tmp_path / f"out{rows}.npy"
+        args = ["--model", tmp_path / "m.skops", "--input", tmp_path / "X.npy"]
+        code, _, err = run(capsys, "transform", *args, "--output", out, "--rows-per-batch", rows)
+        assert code == 0, err
+        outputs.append(np.load(out))
+    np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
 def test_progress_bar_on_a_terminal(tmp_path, capsys, planted_table, monkeypatch):

@@ -375,6 +375,7 @@ def test_errors_are_one_line_and_write_nothing(pg, tmp_path, capsys):
         conn.execute("CREATE TABLE holes (id int PRIMARY KEY, emb vector(8))")
         conn.execute("INSERT INTO holes VALUES (1, NULL)")
         conn.execute("CREATE TABLE wide (id int PRIMARY KEY, emb vector(3))")
+        conn.execute('CREATE TABLE "Cased" (id int PRIMARY KEY, emb vector(8))')
     _fit(tmp_path, f"{uri}::new", f"{uri}::old")
     capsys.readouterr()
     secret = uri.replace("postgres:@", "postgres:hunter2@")
@@ -386,6 +387,7 @@ def test_errors_are_one_line_and_write_nothing(pg, tmp_path, capsys):
         f"{uri}::holes": "row 0 (id 1), column 'emb': missing vector (NULL)",
         f"{uri}::wide": "has 3 values per row, but the model",
         f"{uri}::bad..name": "is not a table name",
+        f"{uri}::Cased": 'folded to lower case as in SQL: name it ::public."Cased"',
         uri.replace("?host=", "_missing?host=") + "::new": "cannot connect to the database",
         f"{secret}::new".replace("?host=", "x?host="): "cannot connect to the database",
     }
@@ -398,6 +400,42 @@ def test_errors_are_one_line_and_write_nothing(pg, tmp_path, capsys):
     assert "no kept vectors" in _one_error(capsys)
     with connect() as conn:
         assert "out" not in _tables(conn) and "out_sklearn_compat_partial" not in _tables(conn)
+
+
+def test_a_dimension_change_under_a_view_is_refused_before_any_work(pg, tmp_path, capsys):
+    # Postgres refuses to change the type of a column a view reads, and would say so only
+    # at the end of a long migration: --replace (and a rollback that would change the type
+    # back) refuse at once, naming the view and what to do, with nothing staged.
+    uri, connect = pg
+    X, Y = _pairs(d=8, d_out=4)
+    with connect() as conn:
+        _load(conn, "src", X)
+        _load(conn, "tgt", Y, extra=False)
+    argv = ["fit", "--method", "affine", "--source", f"{uri}::src", "--target", f"{uri}::tgt"]
+    assert main([*argv, "--model", str(tmp_path / "m.skops")]) == 0
+    capsys.readouterr()
+    replace = ["transform", "--model", str(tmp_path / "m.skops"), "--input", f"{uri}::src"]
+    replace += ["--replace", "--no-progress"]
+    with connect() as conn:
+        conn.execute("CREATE VIEW src_view AS SELECT id, emb FROM src")
+        before = _dump(conn, "src")
+    assert main(replace) == 1
+    line = _one_error(capsys)
+    assert "changes column 'emb' from vector(8) to vector(4)" in line and "src_view" in line
+    assert "--output" in line
+    with connect() as conn:
+        assert _dump(conn, "src") == before and _tables(conn) == ["src", "tgt"]  # no staging
+        conn.execute("DROP VIEW src_view")
+    assert main(replace) == 0
+    with connect() as conn:
+        assert _column_type(conn, "src") == "vector(4)"
+        conn.execute("CREATE VIEW src_view AS SELECT id, emb FROM src")
+    capsys.readouterr()
+    assert main(["rollback", "--table", f"{uri}::src"]) == 1
+    line = _one_error(capsys)
+    assert "rollback changes column 'emb' from vector(4) to vector(8)" in line, line
+    with connect() as conn:
+        assert _column_type(conn, "src") == "vector(4)"
 
 
 def test_server_gone_mid_run_is_one_line_and_resumable(pg, tmp_path, monkeypatch, capsys):

@@ -1,11 +1,15 @@
 """The small-input path of transform: same results and same errors as the full path."""
 
+import threading
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn import config_context
 
 from sklearn_compat import AffineAligner, OrthogonalProcrustesAligner
+from sklearn_compat._core import backend as _backend
 
 
 def _full(model, X):
@@ -51,18 +55,52 @@ def test_small_path_keeps_the_full_validation(rng):
         named.transform(X[:1])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_one_query_equals_its_row_in_a_large_threaded_batch(rng, dtype):
-    # A query mapped alone (small-input path, calling thread only) must equal the same item
-    # mapped in bulk (full path, torch's thread pool): a served query then finds its own
-    # vector in a store that was migrated with the same model.
-    X = rng.normal(size=(3000, 256)).astype(dtype)
-    Y = (X @ rng.normal(size=(256, 256))).astype(dtype)
+@pytest.fixture(params=[np.float32, np.float64], ids=["float32", "float64"])
+def mapped_in_bulk(rng, request):
+    """``(X, model, model.transform(X))``: 3,000 rows, mapped in bulk by torch's pool."""
+    X = rng.normal(size=(3000, 256)).astype(request.param)
+    Y = (X @ rng.normal(size=(256, 256))).astype(request.param)
     model = OrthogonalProcrustesAligner(center=True, device="cpu").fit(X, Y)
-    bulk = model.transform(X)
+    return X, model, model.transform(X)
+
+
+def test_rows_equal_their_rows_in_a_large_threaded_batch(mapped_in_bulk):
+    # Two rows or more mapped together (small-input path, calling thread only) equal the
+    # same items mapped in bulk (full path, torch's thread pool), bit for bit.
+    X, model, bulk = mapped_in_bulk
+    for start, stop in ((0, 2), (5, 8), (2997, 3000), (3, 40)):
+        np.testing.assert_array_equal(model.transform(X[start:stop]), bulk[start:stop])
+
+
+def test_one_query_agrees_with_its_batch_value_to_rounding(mapped_in_bulk):
+    # One row takes the matrix-vector product: its value is the batch's up to the rounding
+    # of a sum of 256 products (the dot product's forward error bound), and inside
+    # batch_invariant_rows (the command line's mode) it is the batch's bit for bit.
+    X, model, bulk = mapped_in_bulk
+    dtype = X.dtype
+    A, b = model._affine_map()
+    eps = np.finfo(dtype).eps
     for i in (0, 5, 8, 2999):
-        np.testing.assert_array_equal(model.transform(X[i : i + 1]), bulk[i : i + 1])
-    np.testing.assert_array_equal(model.transform(X[3:40]), bulk[3:40])
+        single = model.transform(X[i : i + 1])
+        assert single.dtype == dtype
+        bound = 2 * 257 * eps * (np.abs(X[i : i + 1]) @ np.abs(A) + np.abs(b))
+        assert np.all(np.abs(single - bulk[i : i + 1]) <= bound), i
+        with _backend.batch_invariant_rows():
+            np.testing.assert_array_equal(model.transform(X[i : i + 1]), bulk[i : i + 1])
+    assert _backend.single_row_kernel_allowed()  # the context is left as it was found
+
+
+def test_batch_invariant_rows_is_per_thread():
+    seen = []
+    with _backend.batch_invariant_rows():
+        worker = threading.Thread(target=lambda: seen.append(_backend.single_row_kernel_allowed()))
+        worker.start()
+        worker.join()
+        assert not _backend.single_row_kernel_allowed()
+        with _backend.batch_invariant_rows():
+            pass
+        assert not _backend.single_row_kernel_allowed()  # nested exit keeps the outer mode
+    assert seen == [True] and _backend.single_row_kernel_allowed()
 
 
 def test_small_path_restores_torch_threads(rng):
@@ -75,3 +113,22 @@ def test_small_path_restores_torch_threads(rng):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
+
+
+def test_small_input_honours_set_output(rng):
+    # The small-input path returns before scikit-learn's output wrapper only when that
+    # wrapper would return the array unchanged.
+    X = rng.normal(size=(50, 6))
+    model = OrthogonalProcrustesAligner(center=True, scale=False).fit(X, X[:, ::-1])
+    expected = model.transform(X[:1])
+    assert type(expected) is np.ndarray
+    with config_context(transform_output="pandas"):
+        frame = model.transform(X[:1])
+        assert isinstance(frame, pd.DataFrame) and frame.shape == (1, 6)
+        model.set_output(transform="default")  # the estimator's own setting comes first
+        assert type(model.transform(X[:1])) is np.ndarray
+    model.set_output(transform="pandas")
+    frame = model.transform(X[:1])
+    assert isinstance(frame, pd.DataFrame)
+    np.testing.assert_array_equal(frame.to_numpy(), expected)
+    assert list(frame.columns) == list(model.get_feature_names_out())

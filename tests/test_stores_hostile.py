@@ -362,3 +362,63 @@ def test_replace_rebuilds_the_indexes_it_drops(store, capsys):
     types = {i.name: i.index_type for i in after.list_indices()}
     assert types == {"vector_idx": "IvfPq", "id_idx": "BTree"}
     assert after.search(X[0] @ np.eye(D)).limit(1).to_list()  # the index answers
+
+
+def test_a_new_table_gets_the_input_indexes_with_their_metric(store, capsys):
+    # A migration into a new table serves the input's queries: without the input's vector
+    # index every query would scan, and an index of another metric would rank otherwise.
+    import lance
+    from lancedb.index import BTree, IvfPq
+
+    db = store / "db"
+    X, _, ids = _pairs(n=1000)
+    table = lancedb.connect(db).create_table("big", pa.table({"id": ids, "vector": _vectors(X)}))
+    table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=2,
+                                              num_sub_vectors=2))  # fmt: skip
+    table.create_index("id", config=BTree())
+    capsys.readouterr()
+    assert _transform(store, "--input", db / "big.lance", "--output", db / "big2.lance") == 0
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "built on it: " in line and "IVF_PQ on 'vector'" in line and "BTree on 'id'" in line
+    after = lancedb.connect(db).open_table("big2")
+    types = {i.name: i.index_type for i in after.list_indices()}
+    assert types == {"vector_idx": "IvfPq", "id_idx": "BTree"}
+    stats = lance.dataset(db / "big2.lance").stats.index_stats("vector_idx")
+    assert stats["indices"][0]["metric_type"] == "cosine"
+    assert {i.name for i in lancedb.connect(db).open_table("big").list_indices()} == set(types)
+
+
+# ------------------------------------------------------- the store's distance is kept
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"configuration": {"hnsw": {"space": "ip", "max_neighbors": 20}}},
+        {"metadata": {"hnsw:space": "cosine", "hnsw:M": 24}},
+    ],
+    ids=["configuration", "legacy-metadata"],
+)
+def test_a_migrated_collection_keeps_its_distance_and_index_settings(store, settings):
+    # A collection of another distance would rank the mapped vectors differently: the
+    # migration creates its output with the input's space and HNSW parameters, set either
+    # way Chroma allows, and queries on the output rank by that distance.
+    chromadb = pytest.importorskip("chromadb")
+    X, _, ids = _pairs()
+    client = chromadb.PersistentClient(path=str(store / "chroma"))
+    client.create_collection("src", embedding_function=None, **settings).add(
+        ids=ids.tolist(), embeddings=X
+    )
+    assert _transform(store, "--input", f"{store / 'chroma'}::src",
+                      "--output", f"{store / 'chroma'}::mapped", "--no-progress") == 0  # fmt: skip
+    client = chromadb.PersistentClient(path=str(store / "chroma"))
+    source = client.get_collection("src").configuration["hnsw"]
+    mapped = client.get_collection("mapped")
+    assert mapped.configuration["hnsw"] == source
+    assert source["space"] != "l2"  # Chroma's default: the settings did not just coincide
+    got = mapped.get(include=["embeddings"])
+    Z = np.asarray(got["embeddings"])
+    hits = mapped.query(query_embeddings=Z[:1], n_results=5, include=["distances"])
+    rows = [got["ids"].index(i) for i in hits["ids"][0]]
+    similarity = Z[rows] @ Z[0]
+    if source["space"] == "cosine":
+        similarity /= np.linalg.norm(Z[rows], axis=1) * np.linalg.norm(Z[0])
+    np.testing.assert_allclose(hits["distances"][0], 1 - similarity, atol=1e-4)

@@ -17,6 +17,8 @@ from sklearn.utils import check_random_state
 
 __all__ = [
     "SMALL_INPUT_ROWS",
+    "batch_invariant_rows",
+    "single_row_kernel_allowed",
     "is_dask_collection",
     "resolve_device",
     "as_numpy_input",
@@ -266,6 +268,31 @@ _ROW_BLOCK = 8
 # count leaves every value as it is (torch's CPU BLAS splits a product's rows and columns
 # among its threads, not the sums), which test_backend checks against a large threaded batch.
 _CALLING_THREAD_MACS = 1 << 22
+
+# One row (a single query) is multiplied by numpy's matrix-vector product on the calling
+# thread: a fraction of the cost of the smallest whole block, which is what a retrieval
+# service pays per request.  BLAS rounds a matrix-vector product differently from a block
+# product, so a row mapped alone may differ from the same row mapped in a batch in its
+# last bits.  Code that writes a table batch by batch (the command line) maps inside
+# ``batch_invariant_rows``, so a last batch of one row gets the bits of any other batch.
+_ROW_MODE = threading.local()
+
+
+@contextlib.contextmanager
+def batch_invariant_rows():
+    """Inside this context ``transform`` gives a one-row input its batch value too."""
+    previous = getattr(_ROW_MODE, "batch_invariant", False)
+    _ROW_MODE.batch_invariant = True
+    try:
+        yield
+    finally:
+        _ROW_MODE.batch_invariant = previous
+
+
+def single_row_kernel_allowed():
+    """Whether a one-row input may take the matrix-vector product (outside the context)."""
+    return not getattr(_ROW_MODE, "batch_invariant", False)
+
 
 # torch's thread count is one setting for the whole process: the lock keeps concurrent
 # small products from restoring each other's setting.

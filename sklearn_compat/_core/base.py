@@ -1,12 +1,14 @@
 """The aligner base class: validation of paired inputs, tags, score and feature names."""
 
+import functools
+import math
 import operator
 import warnings
 import weakref
 
 import numpy as np
 import torch
-from sklearn import config_context
+from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_array
 from sklearn.utils.validation import (
@@ -189,6 +191,17 @@ class BaseAligner(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
         ndarray of shape (n_samples, n_targets_)
             X mapped into Y's space, in X's float dtype (a lazy Dask array with X's row
             chunks when X is a Dask array).
+
+        Notes
+        -----
+        A row's value does not depend on how many rows come with it, bit for bit, for
+        inputs of two rows or more. A single numpy row on a CPU model is mapped by the
+        matrix-vector product on the calling thread, which agrees with its batch value to
+        within the rounding of a dot product; the command line and Dask keep every batch,
+        one row included, bit-identical. See :ref:`one-query-latency`.
+
+        .. versionchanged:: 0.1.0
+           A single row takes the matrix-vector product (before: a padded block).
         """
         fast = _small_transform(self, X)
         if fast is not None:
@@ -275,6 +288,34 @@ class BaseAligner(NumbersNotBoolsMixin, TransformerMixin, BaseEstimator):
         return tags
 
 
+def _returns_small_input_before_output_wrapping(wrapped):
+    """``transform`` that returns the small-input path's array before scikit-learn's
+    ``set_output`` wrapper runs, when that wrapper would return it unchanged: for one query
+    the wrapper's configuration lookups cost about as much as the product."""
+
+    @functools.wraps(wrapped)
+    def transform(self, X):
+        if _output_is_default(self):
+            fast = _small_transform(self, X)
+            if fast is not None:
+                return fast
+        return wrapped(self, X)
+
+    return transform
+
+
+def _output_is_default(model):
+    """Whether ``set_output`` leaves transform's array as it is (scikit-learn's own rule:
+    the estimator's setting, else the global ``transform_output``)."""
+    config = model.__dict__.get("_sklearn_output_config")
+    if config and "transform" in config:
+        return config["transform"] == "default"
+    return get_config()["transform_output"] == "default"
+
+
+BaseAligner.transform = _returns_small_input_before_output_wrapping(BaseAligner.transform)
+
+
 # The query path: a retrieval service maps a handful of rows per request, where the full
 # validation and conversions cost far more than the product itself.  Clean small numpy
 # input on a CPU model is checked lightly (type, width, dtype, finiteness) and multiplied
@@ -307,17 +348,26 @@ def _small_transform(model, X):
         return None
     # NaN and inf survive a sum; a finite sum that overflows sends clean data to the full
     # path, which then checks element by element.
-    if not np.isfinite(X.sum()):
+    if not math.isfinite(X.sum()):
         return None
-    A, b = maps.get(X.dtype) or maps.setdefault(X.dtype, _cpu_map(maps, X.dtype))
+    A, b, A_numpy, b_numpy = maps.get(X.dtype) or maps.setdefault(X.dtype, _cpu_map(maps, X.dtype))
+    if X.shape[0] == 1 and backend.single_row_kernel_allowed():
+        # One query: numpy's matrix-vector product on the calling thread (see
+        # backend.batch_invariant_rows for what that costs in the last bits).
+        out = X @ A_numpy
+        out += b_numpy
+        return out
     # torch's kernel on the same operands as apply_affine, so this path returns exactly
     # what the full path does (the command line's batch size never changes its output).
     return backend.affine_rows(b, torch.from_numpy(X), A).numpy()
 
 
 def _cpu_map(maps, dtype):
+    """The map in ``dtype`` as CPU tensors and as numpy views of the same memory."""
     torch_dtype = torch.float64 if dtype == np.float64 else torch.float32
-    return to_torch(maps["A"], "cpu", torch_dtype), to_torch(maps["b"], "cpu", torch_dtype)
+    A = to_torch(maps["A"], "cpu", torch_dtype)
+    b = to_torch(maps["b"], "cpu", torch_dtype)
+    return A, b, A.numpy(), b.numpy()
 
 
 def _model_state(model):

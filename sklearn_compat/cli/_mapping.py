@@ -81,8 +81,11 @@ def model_input(X, order, names):
 def map_batch(model, batch, reader, columns=(None, None)):
     """The model's output for one batch; a ValueError becomes an InputError naming the
     batch's rows."""
+    from .._core.backend import batch_invariant_rows
+
     try:
-        return model.transform(model_input(batch.X, *columns))
+        with batch_invariant_rows():  # a last batch of one row gets the bits of any other
+            return model.transform(model_input(batch.X, *columns))
     except ValueError as exc:
         stop = batch.start + len(batch) - 1
         raise InputError(

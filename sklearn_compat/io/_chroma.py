@@ -91,6 +91,22 @@ def _modifiable(metadata):
     return {k: v for k, v in metadata.items() if not k.startswith("hnsw:")}
 
 
+def _index_configuration(collection):
+    """The collection's index settings (distance space, HNSW or SPANN parameters) in the
+    form ``create_collection`` takes, or None where this Chroma version has none: a
+    collection configured with ``configuration=`` keeps them only there, not in its
+    metadata."""
+    configuration = getattr(collection, "configuration", None)
+    if not isinstance(configuration, dict):
+        return None
+    kept = {
+        key: dict(value)
+        for key, value in configuration.items()
+        if key in ("hnsw", "spann") and value
+    }
+    return kept or None
+
+
 def _names(client):
     return {getattr(c, "name", c) for c in client.list_collections()}
 
@@ -245,8 +261,13 @@ class ChromaMigration:
             metadata = dict(self.reader.collection.metadata or {})
             metadata[MIGRATION_KEY] = json.dumps(self.job)
             metadata[OWNER_KEY] = self.lock.token
+            # The distance and index settings travel too: a collection of another
+            # distance would rank the mapped vectors differently.
             self.collection = self.client.create_collection(
-                self._staging_name, metadata=metadata, embedding_function=None
+                self._staging_name,
+                metadata=metadata,
+                configuration=_index_configuration(self.reader.collection),
+                embedding_function=None,
             )
         Z = np.asarray(Z, dtype=np.float32)
         for i in range(0, len(Z), self.batch_limit):

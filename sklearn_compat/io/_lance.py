@@ -293,7 +293,14 @@ class LanceMigration:
             final = {MIGRATION_KEY.decode(): done}
             staged.replace_schema_metadata(final)  # the owner token goes
             self._swap_in()
-            return f"wrote the LanceDB table {self.target} ({staged.count_rows()} rows)"
+            # The new table serves the input's queries: it gets the input's indexes.
+            indexes = _rebuild_indices(
+                open_dataset(self.target),
+                self.reader.dataset.list_indices(),
+                self.reader.dataset,
+                new_table=True,
+            )
+            return f"wrote the LanceDB table {self.target} ({staged.count_rows()} rows){indexes}"
         return self._replace_input(staged, log)
 
     def _verified(self):
@@ -386,9 +393,10 @@ def _index_options(dataset, index):
     return options
 
 
-def _rebuild_indices(dataset, indices, before):
-    """Build again, on ``dataset``'s new version, the indices the table had (``indices``,
-    listed on ``before``); returns the clause naming them for the log line."""
+def _rebuild_indices(dataset, indices, before, new_table=False):
+    """Build again, on ``dataset``'s new version (or on the ``new_table`` a migration
+    wrote), the indices the input had (``indices``, listed on ``before``); returns the
+    clause naming them for the log line."""
     if not indices:
         return ""
     rebuilt, failed = [], []
@@ -406,11 +414,18 @@ def _rebuild_indices(dataset, indices, before):
             rebuilt.append(label)
         except Exception as exc:  # noqa: BLE001 - an index is rebuilt where Lance can
             failed.append(f"{label} ({_message(exc)})")
-    clause = "; the new version keeps no index of the old one"
+    if new_table:
+        clause, done, missed = "; the input's indexes", "built on it", "not built"
+    else:
+        clause, done, missed = (
+            "; the new version keeps no index of the old one",
+            "rebuilt",
+            "not rebuilt",
+        )
     if rebuilt:
-        clause += f", rebuilt: {', '.join(rebuilt)}"
+        clause += f", {done}: {', '.join(rebuilt)}"
     if failed:
-        clause += f", not rebuilt (create again with table.create_index): {'; '.join(failed)}"
+        clause += f", {missed} (create again with table.create_index): {'; '.join(failed)}"
     return clause
 
 

@@ -200,7 +200,21 @@ def table_oid(conn, table, path):
             )
         ]
         shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-        raise InputError(f"no table {str(table)!r} (tables: {shown or 'none'})", path=path)
+        # An unquoted name is folded to lower case, as in SQL: name a table that has
+        # capitals the way that finds it.
+        cased = conn.execute(
+            "SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) "
+            "FROM information_schema.tables WHERE lower(table_name) = lower(%s) "
+            "AND table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1 LIMIT 1",
+            [table.name],
+        ).fetchone()
+        hint = ""
+        if cased is not None:
+            hint = (
+                f"; unquoted names are folded to lower case as in SQL: name it ::{cased[0]} "
+                "(inside single quotes in a shell)"
+            )
+        raise InputError(f"no table {str(table)!r} (tables: {shown or 'none'}){hint}", path=path)
     return oid
 
 

@@ -13,6 +13,7 @@ from ._pgvector import (
 )
 from ._pgvector_sql import (
     KEPT_SUFFIX,
+    check_type_change,
     hold_lock,
     same_ids,
     set_comment,
@@ -76,6 +77,7 @@ def rollback_pgvector(path, to_version=None):
         oid = table_oid(conn, table, shown)
         vector = next(c for c in table_columns(conn, oid) if c.name == column)
         indexes = vector_indexes(conn, oid, column)
+        check_type_change(conn, table, column, vector.type_sql, info["type"], shown, "rollback")
         swap = table.sibling("_sklearn_compat_swap")
         conn.execute(
             sql.SQL("CREATE TABLE {} AS SELECT {}, {} FROM {}").format(

@@ -10,6 +10,7 @@ from ._common import InputError
 from ._pgvector import VECTOR_TYPES, TableName
 
 __all__ = [
+    "check_type_change",
     "create_index",
     "drop_indexes",
     "hold_lock",
@@ -110,6 +111,29 @@ def drop_indexes(conn, table, indexes):
     for index in indexes:
         name = TableName(table.schema, index["name"]).sql()
         conn.execute(sql.SQL("DROP INDEX {}").format(name))
+
+
+def check_type_change(conn, table, column, current, wanted, path, action):
+    """Refuse, before any work, to change ``column``'s type from ``current`` to ``wanted``
+    while views or rules read the column: Postgres refuses ``ALTER COLUMN ... TYPE`` then,
+    at the very end of a migration.  ``action`` names what would change it."""
+    if current == wanted:
+        return
+    users = conn.execute(
+        "SELECT DISTINCT r.ev_class::regclass::text FROM pg_depend d "
+        "JOIN pg_rewrite r ON r.oid = d.objid "
+        "JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid "
+        "WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass(%s) "
+        "AND a.attname = %s ORDER BY 1",
+        [str(table), column],
+    ).fetchall()
+    if users:
+        raise InputError(
+            f"{action} changes column {column!r} from {current} to {wanted}, which Postgres "
+            f"refuses while views or rules read it ({', '.join(u[0] for u in users)}): drop "
+            "them and create them again afterwards, or write a new table with --output",
+            path=path,
+        )
 
 
 def set_vectors(conn, table, id_column, column, type_sql, source, indexes, not_null):

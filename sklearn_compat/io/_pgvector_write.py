@@ -35,6 +35,7 @@ from ._pgvector import (
 from ._pgvector_sql import (
     KEPT_SUFFIX,
     STAGING_SUFFIX,
+    check_type_change,
     create_index,
     hold_lock,
     same_ids,
@@ -133,6 +134,11 @@ class PgvectorMigration:
                     "to keep the migrated ones, then migrate again",
                     path=self.path,
                 )
+            reader = self.reader
+            check_type_change(
+                conn, self.target, reader.list_column, reader.vector.type_sql, self.type_sql,
+                self.path, "--replace",
+            )  # fmt: skip
             return
         if self._same_table():
             raise InputError(
