@@ -23,6 +23,10 @@ __all__ = ["UnpairedProcrustesAligner"]
 # mean nothing on fewer.
 _MIN_ROWS = 2
 _INITS = ("sorted_profile", "cluster_match")
+# Share of held-out rows of X left out of self-learning, on which confidence_ is measured.
+_HELDOUT_SHARE = 0.2
+# A candidate start whose confidence reaches this ends the search for a better one.
+_CLEARLY_ALIGNED = 0.8
 
 
 class UnpairedProcrustesAligner(BaseAligner):
@@ -34,29 +38,34 @@ class UnpairedProcrustesAligner(BaseAligner):
     stages, both on rows put in vecmap's common form (unit length, centred, unit length
     again, each side on its own):
 
-    1. An unsupervised start proposes maps from the two sets alone: vecmap's sorted
-       similarity profiles (Artetxe et al., 2018: matching items have the same multiset of
-       similarities to the other items, whatever the rotation between the spaces) and a
-       mini-vec2vec start (Dar, 2025: k-means on each side, the two sets of centroids
-       matched by the structure of their Gram matrices, rows paired by their similarity
-       to the matched centroids).  Each start is tried in both directions (an orthogonal
-       map's inverse is its transpose) and, for the cluster start, from ``n_init``
-       random restarts; with seed pairs, their own Procrustes map is one more candidate.
-       Every candidate is refined briefly on a sample, and the one with the highest
-       unsupervised criterion (the mutual-neighbour share below) is kept.
+    1. Unsupervised starts propose maps from the two sets alone: a mini-vec2vec start
+       (Dar, 2025: a few clusters on each side, the two sets of centroids matched by the
+       structure of their Gram matrices, rows paired by their similarity to the matched
+       centroids; the rough map is then sharpened through finer anchors, clusters of Y
+       carried into X's space by the map itself) and vecmap's sorted similarity profiles
+       (Artetxe et al., 2018: matching items have the same multiset of similarities to
+       the other items, whatever the rotation between the spaces).  The cluster start
+       depends on how the k-means partitions happen to fall, so it is tried from
+       ``n_init`` random restarts in both directions (an orthogonal map's inverse is its
+       transpose); with seed pairs, their own Procrustes map is one more candidate.  Each
+       candidate is refined by self-learning on a sample and scored by the confidence
+       below; the search stops early once a candidate is clearly aligned, and otherwise
+       keeps the best.
     2. Self-learning (Conneau et al., ICLR 2018): the rows that are each other's nearest
        neighbour under CSLS (which demotes "hub" rows) become the dictionary, the map is
        refitted by Procrustes on it plus the seed pairs, and the two steps repeat until
        the dictionary settles.
-
     3. The map itself is centred Procrustes on the final dictionary's raw rows (seed pairs
        included), as :class:`OrthogonalProcrustesAligner` would fit it from those pairs.
 
-    No true pairs are needed to judge the result: ``confidence_`` compares the share of
-    rows (of the side with fewer) that are each other's CSLS nearest neighbour under the
-    final map with the share a random orthogonal map gives.  Spaces that a rotation really
-    aligns give nearly every shared item a mutual partner; a wrong map, even one that
-    self-learning has fitted to its own matches, stays much closer to chance.  Below
+    No true pairs are needed to judge the result: a random fifth of X's rows is kept out
+    of every dictionary, and ``mutual_share_`` is the share of those held-out rows that are
+    each other's CSLS nearest neighbour with a row of Y under the map.  A map self-learned
+    on its own matches finds mutual partners for many of the rows it was fitted on even
+    when it is wrong; only a map that really aligns the spaces does so for rows it has not
+    seen.  Some held-out rows find one by chance, the more so in few dimensions, so the
+    same self-learning is also run onto a Gaussian cloud with Y's mean and covariance
+    (``chance_share_``), and ``confidence_`` is the share beyond that chance level.  Below
     ``min_confidence``, ``fit`` warns with
     :class:`~sklearn_compat.exceptions.UnreliableAlignmentWarning`.
 
@@ -66,13 +75,14 @@ class UnpairedProcrustesAligner(BaseAligner):
     ----------
     init : {"auto", "sorted_profile", "cluster_match"}, default="auto"
         The unsupervised start.  ``"auto"`` tries both and keeps the candidate with the
-        highest mutual-neighbour share after a short refinement.
-    n_init : int, default=3
-        Random restarts of the cluster start (k-means seeds and centroid matching).  The
-        sorted-profile start is deterministic given its sample.
-    n_clusters : int, default=32
-        Clusters per side of the cluster start (at least 2, at most a quarter of the
-        sampled rows).
+        highest confidence after refinement.
+    n_init : int, default=8
+        Random restarts of the cluster start (k-means seeds), each tried in both
+        directions.  The sorted-profile start is deterministic given its sample.
+    n_clusters : int, default=8
+        Clusters per side whose centroids the cluster start matches (at least 2, at most
+        a quarter of the sampled rows).  Up to 8 the match is exact (every permutation is
+        scored); beyond, it is FAQ's approximate quadratic assignment.
     max_iter : int, default=10
         Rounds of self-learning at most; ``fit`` stops earlier once fewer than ``tol`` of
         the rows change partner between rounds.
@@ -82,13 +92,13 @@ class UnpairedProcrustesAligner(BaseAligner):
     csls_k : int, default=10
         Neighbourhood size of CSLS's hubness correction.
     start_rows : int, default=2000
-        Rows sampled from each side for the starts and for comparing candidates (the
-        sorted-profile start costs a ``start_rows``-square SVD per side).
+        Rows sampled from each side for the starts and for comparing candidates (each
+        candidate costs a few self-learning rounds on them).
     max_rows : int, default=10000
         Rows of each side used in self-learning (a random sample when a side has more);
         each round costs a few ``max_rows``-square similarity passes.  The map is then
         applied to every row.
-    min_confidence : float, default=0.4
+    min_confidence : float, default=0.15
         ``fit`` warns when ``confidence_`` is below this.  0 never warns.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         Where the similarity searches and k-means run.
@@ -110,25 +120,27 @@ class UnpairedProcrustesAligner(BaseAligner):
         rows: mapped rows spread around Y's mean as much as Y's own rows (as
         :class:`OrthogonalProcrustesAligner`'s ``scale="spread"``).
     matches_ : ndarray of shape (n_matches, 2)
-        The last round's induced pairs as ``(row of X, row of Y)``, best CSLS first (seed
-        pairs not included).
+        The pairs of rows that are each other's CSLS nearest neighbour under the
+        self-learned map, as ``(row of X, row of Y)``, best CSLS first (held-out rows
+        included, seed pairs not).
     n_iter_ : int
         Rounds of self-learning run.
     confidence_ : float
         ``(mutual_share_ - chance_share_) / (1 - chance_share_)``, clipped at 0: the
-        share of rows with a mutual partner beyond what chance gives, in [0, 1].
+        share of held-out rows with a mutual partner beyond what chance gives, in [0, 1].
         Computed without any true pairs.
     mutual_share_ : float
-        Share of the smaller side's (sampled) rows that are each other's CSLS nearest
-        neighbour under the final map.
+        Share of the held-out rows of X (a random fifth of the rows used, never a seed
+        pair's, left out of every dictionary) that are in a mutual CSLS nearest-neighbour
+        pair with a row of Y under the self-learned map.
     chance_share_ : float
-        The same share under a random orthogonal map (seeded): mutual neighbours are
-        common by chance in few dimensions or among near-orthogonal rows.
+        The same share for a map self-learned (from a random start, seeded) onto a
+        Gaussian cloud with Y's mean and covariance, which no map can really align.
     init_ : str
         The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
         or ``"seed_pairs"``.
     start_scores_ : dict
-        Mutual-neighbour share of every candidate start after its short refinement.
+        Confidence of every candidate start tried, after its refinement on the sample.
     n_features_in_ : int
         Width of X.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -141,11 +153,12 @@ class UnpairedProcrustesAligner(BaseAligner):
 
     Notes
     -----
-    When it works: the unsupervised start needs two spaces that are close to isometric on
-    the rows given (the same network trained twice, a model and its quantised or
-    fine-tuned version).  Two different sentence encoders can defeat it even over the
-    same texts, because neither their cluster structures nor their similarity profiles
-    agree closely enough; ``confidence_`` then says so.  A hundred or so seed pairs,
+    When it works: the unsupervised start needs the two spaces to share their coarse
+    cluster structure on the rows given: the same network trained twice, a model and its
+    quantised or fine-tuned version, and some pairs of sentence encoders over the same
+    texts.  Other pairs of encoders, or rows of different items on the two sides, can
+    defeat it, because their clusters do not correspond closely enough for any restart
+    to match them; ``confidence_`` then says so.  A hundred or so seed pairs,
     far too few for supervised Procrustes in a few hundred dimensions, can be enough
     for self-learning to find the map from there (:ref:`unpaired`).
 
@@ -196,14 +209,14 @@ class UnpairedProcrustesAligner(BaseAligner):
         self,
         *,
         init="auto",
-        n_init=3,
-        n_clusters=32,
+        n_init=8,
+        n_clusters=8,
         max_iter=10,
         tol=0.01,
         csls_k=10,
         start_rows=2000,
         max_rows=10000,
-        min_confidence=0.4,
+        min_confidence=0.15,
         device="auto",
         random_state=None,
     ):
@@ -267,23 +280,29 @@ class UnpairedProcrustesAligner(BaseAligner):
             seeds_w = None
 
         generator = torch.Generator(device="cpu").manual_seed(int(rng.randint(2**31 - 1)))
-        W, self.init_, self.start_scores_ = self._start(Xw, Yw, seeds_w, rng, generator)
-        W, matches, self.n_iter_ = _u.self_learn(
-            Xw, Yw, W, seeds=seeds_w, n_iter=self.max_iter, csls_k=self.csls_k, tol=self.tol
-        )
-        matches = matches.cpu().numpy()
-        self.matches_ = np.stack([rows_x[matches[:, 0]], rows_y[matches[:, 1]]], axis=1)
-        self.mutual_share_ = len(matches) / min(len(Xw), len(Yw))
-        self.chance_share_ = _u.chance_share(Xw, Yw, self.csls_k, generator)
+        # Rows of X kept out of every dictionary: the confidence is measured on them.
+        held = _heldout_rows(len(Xw), seeds_w, rng)
+        W, self.init_, self.start_scores_ = self._start(Xw, Yw, held, seeds_w, rng, generator)
+        W, self.n_iter_ = self._self_learn(Xw, Yw, W, held, seeds_w, self.max_iter)
+        self.mutual_share_ = _u.heldout_share(Xw, Yw, W, held, self.csls_k)
+        # What the same self-learning reaches on held-out rows against a target with Y's
+        # shape but no structure: mutual partners come by chance in few dimensions.
+        cloud = _u.structureless_cloud(Yw, generator)
+        W_null = _u.random_orthogonal(Xw.shape[1], Yw.shape[1], generator).to(Xw.device)
+        W_null, _ = self._self_learn(Xw, cloud, W_null, held, None, self.max_iter)
+        self.chance_share_ = _u.heldout_share(Xw, cloud, W_null, held, self.csls_k)
         self.confidence_ = max(
             0.0, (self.mutual_share_ - self.chance_share_) / (1.0 - self.chance_share_)
         )
+        i, j = _u.mutual_pairs(_u.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
+        self.matches_ = np.stack([rows_x[i.cpu().numpy()], rows_y[j.cpu().numpy()]], axis=1)
         self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
         if self.confidence_ < self.min_confidence:
             warnings.warn(
                 f"The unpaired alignment looks unreliable: confidence_={self.confidence_:.3f} "
-                "(the share of rows with a mutual nearest neighbour under the map, beyond "
-                f"what unrelated spaces give) is below min_confidence={self.min_confidence}. "
+                "(the share of held-out rows, which the fit never saw, that find a mutual "
+                "nearest neighbour under the map, beyond what unrelated spaces give) is below "
+                f"min_confidence={self.min_confidence}. "
                 "The two spaces may share too little "
                 "structure for an unsupervised fit; pass seed pairs (pairs=, a few hundred "
                 "help most), more rows of the same items on both sides, or fit a supervised "
@@ -318,53 +337,71 @@ class UnpairedProcrustesAligner(BaseAligner):
         spread_x, spread_y = np.sum(Xc**2), np.sum(Yc**2)
         self.scale_ = float(np.sqrt(spread_y / spread_x)) if spread_x > 0 else 1.0
 
-    def _start(self, Xw, Yw, seeds, rng, generator):
-        """The starting map: the candidate with the highest mutual-neighbour share after a
-        short refinement on a sample.  Returns ``(W, label, scores)``."""
+    def _self_learn(self, Xs, Ys, W, held, seeds, n_iter):
+        """Self-learning with the rows ``held`` left out of the dictionary.
+
+        Returns ``(W, rounds)``."""
+        train = np.setdiff1d(np.arange(len(Xs)), held)
+        if seeds is not None:
+            seeds = seeds.clone()
+            seeds[:, 0] = torch.as_tensor(
+                np.searchsorted(train, seeds[:, 0].cpu().numpy()), device=seeds.device
+            )
+        train = torch.as_tensor(train, device=Xs.device)
+        W, _, rounds = _u.self_learn(
+            Xs[train], Ys, W, seeds=seeds, n_iter=n_iter, csls_k=self.csls_k, tol=self.tol
+        )
+        return W, rounds
+
+    def _start(self, Xw, Yw, held, seeds, rng, generator):
+        """The starting map: of the candidate starts, each refined by self-learning on a
+        sample, the one whose map finds mutual partners for the most held-out rows.
+
+        Returns ``(W, label, scores)``."""
         n = min(len(Xw), len(Yw), self.start_rows)
         # Both samples hold n rows (the sorted profiles compare rows of equal length),
         # the seed pairs' rows among them so that every candidate is refined with them.
         kept = np.empty((0, 2), dtype=np.int64) if seeds is None else seeds.cpu().numpy()[:n]
         sx, sy = _sample(len(Xw), n, rng, kept[:, 0]), _sample(len(Yw), n, rng, kept[:, 1])
         A, B = Xw[torch.as_tensor(sx, device=Xw.device)], Yw[torch.as_tensor(sy, device=Yw.device)]
+        sample_held = np.flatnonzero(np.isin(sx, held))
         sample_seeds = None
         if seeds is not None:
             sample_seeds = torch.as_tensor(
                 np.stack([np.searchsorted(sx, kept[:, 0]), np.searchsorted(sy, kept[:, 1])], 1),
                 device=Xw.device,
             )
-        candidates = {}
-        if seeds is not None:
-            candidates["seed_pairs"] = _u.orthogonal_fit(Xw[seeds[:, 0]], Yw[seeds[:, 1]])
-        inits = _INITS if self.init == "auto" else (self.init,)
-        n_clusters = max(2, min(self.n_clusters, n // 4))
-        for init in inits:
-            for forward in (True, False):
-                P, Q = (A, B) if forward else (B, A)
-                arrow = "X->Y" if forward else "Y->X"
-                if init == "sorted_profile":
-                    # Symmetric by construction (neighbours both ways): one direction.
-                    found = {"sorted_profile": _u.sorted_profile_start(P, Q)} if forward else {}
-                else:
-                    found = {
-                        f"cluster_match ({arrow}, {r})": _u.cluster_match_start(
-                            P, Q, n_clusters=n_clusters, rng=rng, generator=generator
-                        )
-                        for r in range(self.n_init)
-                    }
-                for label, W in found.items():
-                    candidates[label] = W if forward else W.T
         scores, refined = {}, {}
-        for label, W in candidates.items():
-            # A short refinement on the sample: a start close to the answer converges
-            # there quickly, a wrong one stays among unrelated matches.
-            W, matches, _ = _u.self_learn(
-                A, B, W, seeds=sample_seeds, n_iter=3, csls_k=self.csls_k, tol=self.tol
-            )
-            scores[label] = len(matches) / n
+        for label, make in self._candidates(A, B, Xw, Yw, seeds, rng, generator):
+            W, _ = self._self_learn(A, B, make(), sample_held, sample_seeds, self.max_iter)
+            scores[label] = _u.heldout_share(A, B, W, sample_held, self.csls_k)
             refined[label] = W
+            if scores[label] >= _CLEARLY_ALIGNED:
+                break  # a start this good is not beaten by enough to pay for more
         best = max(scores, key=scores.get)
         return refined[best], best, scores
+
+    def _candidates(self, A, B, Xw, Yw, seeds, rng, generator):
+        """``(label, make)`` of every candidate start, cheapest first; ``make()`` builds
+        the map (lazily, so that a good early candidate spares the later ones)."""
+        if seeds is not None:
+            yield "seed_pairs", lambda: _u.orthogonal_fit(Xw[seeds[:, 0]], Yw[seeds[:, 1]])
+        if self.init in ("auto", "sorted_profile"):
+            yield "sorted_profile", lambda: _u.sorted_profile_start(A, B)
+        if self.init in ("auto", "cluster_match"):
+            n_clusters = max(2, min(self.n_clusters, len(A) // 4))
+            for restart in range(self.n_init):
+                for forward in (True, False):
+                    arrow = "X->Y" if forward else "Y->X"
+
+                    def make(forward=forward):
+                        P, Q = (A, B) if forward else (B, A)
+                        W = _u.cluster_match_start(
+                            P, Q, n_clusters=n_clusters, rng=rng, generator=generator
+                        )
+                        return W if forward else W.T
+
+                    yield f"cluster_match ({arrow}, {restart})", make
 
     def _validate_unpaired(self, X, Y):
         """Validate two sets of rows that need not be paired (their own row counts)."""
@@ -436,6 +473,15 @@ def _sample(n, limit, rng, keep):
     others = np.setdiff1d(np.arange(n), keep)
     extra = rng.choice(others, max(0, limit - len(keep)), replace=False)
     return np.sort(np.concatenate([keep, extra]))
+
+
+def _heldout_rows(n, seeds, rng):
+    """Sorted indices of the rows of X kept out of self-learning (never a seed pair's)."""
+    candidates = np.arange(n)
+    if seeds is not None:
+        candidates = np.setdiff1d(candidates, seeds[:, 0].cpu().numpy())
+    count = min(len(candidates), max(1, round(_HELDOUT_SHARE * n)))
+    return np.sort(rng.choice(candidates, count, replace=False))
 
 
 def _check_pairs(pairs, n_x, n_y):

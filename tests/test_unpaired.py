@@ -108,6 +108,46 @@ def test_warns_on_unrelated_spaces():
     fit_quietly(UnpairedProcrustesAligner(min_confidence=0, random_state=0), X, Y)
 
 
+def test_confidence_is_the_held_out_share_beyond_chance():
+    X = clustered(500, 16)
+    Y = (X @ ortho_group.rvs(16, random_state=1))[::-1]
+    aligner = fit_quietly(UnpairedProcrustesAligner(random_state=0), X, Y)
+    expected = (aligner.mutual_share_ - aligner.chance_share_) / (1 - aligner.chance_share_)
+    assert aligner.confidence_ == pytest.approx(max(0.0, expected))
+    # a right map gives every held-out row its partner; a Gaussian cloud, almost none
+    assert aligner.mutual_share_ == 1.0
+    assert 0 <= aligner.chance_share_ < 0.5
+
+
+def test_cluster_start_recovers_a_noisy_rotation_from_shuffled_rows():
+    # Not an isometry: Y is a rotation of X plus noise, so no similarity profile matches
+    # exactly; the clusters still correspond, and the cluster start finds the map.
+    rng = np.random.default_rng(13)
+    X = clustered(800, 24, seed=13)
+    Q = ortho_group.rvs(24, random_state=13)
+    order = rng.permutation(800)
+    Y = (X @ Q + 0.2 * rng.normal(size=X.shape))[order]
+    aligner = UnpairedProcrustesAligner(init="cluster_match", random_state=0)
+    fit_quietly(aligner, X, Y)
+    assert aligner.init_.startswith("cluster_match")
+    assert np.abs(aligner.W_ - Q).max() < 0.05
+    i, j = aligner.matches_.T
+    assert np.mean(order[j] == i) > 0.95
+
+
+@pytest.mark.parametrize("k", [6, 10])
+def test_centroid_match_finds_a_planted_permutation(k):
+    # Exact search up to eight centroids, FAQ beyond: both must find a permutation whose
+    # Gram structure is planted exactly (a rotated, reordered copy).
+    from sklearn_compat._core.unpaired import match_centroids, unit_rows
+
+    C = unit_rows(torch.as_tensor(np.random.default_rng(k).normal(size=(k, 5))))
+    Q = torch.as_tensor(ortho_group.rvs(5, random_state=k))
+    perm = np.random.default_rng(k + 1).permutation(k)
+    found = match_centroids(C, (C @ Q)[np.argsort(perm)], np.random.RandomState(0))
+    np.testing.assert_array_equal(np.argsort(perm)[found.numpy()], np.arange(k))
+
+
 def test_float32_in_float32_out():
     X = clustered(200, 8, seed=11).astype(np.float32)
     Y = X @ ortho_group.rvs(8, random_state=11).astype(np.float32)

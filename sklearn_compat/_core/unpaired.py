@@ -17,10 +17,13 @@ Two unsupervised starts propose an orthogonal map from nothing but the two sets 
   centroids, and rows with similar descriptions taken as pseudo-pairs.
 
 :func:`self_learn` then alternates Procrustes and dictionary induction by mutual CSLS
-nearest neighbours (Conneau et al., ICLR 2018), keeping any seed pairs; :func:`mutual_share`
-is the unsupervised figure of merit (the share of rows that are each other's CSLS nearest
-neighbour under a map).
+nearest neighbours (Conneau et al., ICLR 2018), keeping any seed pairs; :func:`heldout_share`
+is the unsupervised figure of merit (the share of rows left out of self-learning that are
+in a mutual CSLS nearest-neighbour pair under the map), and :func:`structureless_cloud`
+the target on which it measures what self-learning reaches by chance.
 """
+
+import itertools
 
 import numpy as np
 import torch
@@ -29,13 +32,16 @@ from scipy.optimize import quadratic_assignment
 from .ranking import knn_mean_similarity, similarity_blocks
 
 __all__ = [
-    "chance_share",
     "cluster_match_start",
     "csls_neighbours",
-    "mutual_share",
+    "heldout_share",
+    "kmeans",
+    "match_centroids",
     "orthogonal_fit",
+    "random_orthogonal",
     "self_learn",
     "sorted_profile_start",
+    "structureless_cloud",
     "unit_centered",
     "unit_rows",
 ]
@@ -97,24 +103,22 @@ def mutual_pairs(A, B, k):
     return rows[mutual][order], forward[mutual][order]
 
 
-def mutual_share(Xs, Ys, W, k):
-    """Share of the smaller side's rows that are in a mutual CSLS pair under ``W``."""
-    i, _ = mutual_pairs(unit_rows(Xs @ W.to(Xs.dtype)), Ys, k)
-    return len(i) / min(Xs.shape[0], Ys.shape[0])
-
-
-def chance_share(Xs, Ys, k, generator):
-    """:func:`mutual_share` under a random orthogonal map: what unrelated spaces give.
-
-    Mutual nearest neighbours are common by chance alone in few dimensions (about half
-    the rows of two independent 8-d Gaussian clouds), rare in many; this is the level a
-    fitted map's share is measured against.
+def structureless_cloud(Ys, generator):
+    """Gaussian rows with the mean and covariance of ``Ys`` (its row count), in the common
+    form: a target with ``Ys``'s shape and spread but no structure that any map can match.
     """
-    d_x, d_y = Xs.shape[1], Ys.shape[1]
+    mean = Ys.double().mean(dim=0)
+    _, spread, basis = torch.linalg.svd(Ys.double() - mean, full_matrices=False)
+    noise = torch.randn(Ys.shape[0], len(spread), generator=generator, dtype=torch.float64)
+    cloud = mean + (noise * (spread / np.sqrt(Ys.shape[0])).cpu()).to(Ys.device) @ basis
+    return unit_centered(cloud.to(Ys.dtype))
+
+
+def random_orthogonal(d_x, d_y, generator):
+    """A random ``(d_x, d_y)`` map with orthonormal rows or columns (Haar, seeded)."""
     G = torch.randn(max(d_x, d_y), min(d_x, d_y), generator=generator, dtype=torch.float64)
     Q = torch.linalg.qr(G).Q  # orthonormal columns
-    W = Q if d_x >= d_y else Q.T
-    return mutual_share(Xs, Ys, W.to(Xs.device), k)
+    return Q if d_x >= d_y else Q.T
 
 
 def self_learn(Xs, Ys, W, *, seeds=None, n_iter=10, csls_k=10, tol=0.0):
@@ -182,8 +186,22 @@ def _sorted_profile(S):
     return unit_centered(profile.to(S.dtype))
 
 
-def kmeans(S, n_clusters, generator, n_iter=25):
-    """Spherical k-means (k-means++ seeding from ``generator``); unit centroids."""
+def kmeans(S, n_clusters, generator, n_iter=25, n_runs=1):
+    """Spherical k-means (k-means++ seeding from ``generator``), the best of ``n_runs``
+    (highest total similarity of rows to their centroid); unit centroids.
+
+    Several runs make the partition a property of the rows rather than of one seeding,
+    which is what lets two spaces' partitions be matched at all."""
+    best, best_fit = None, -float("inf")
+    for _ in range(n_runs):
+        centroids = _kmeans_once(S, n_clusters, generator, n_iter)
+        fit = float((S @ centroids.T).max(dim=1).values.sum())
+        if fit > best_fit:
+            best, best_fit = centroids, fit
+    return best
+
+
+def _kmeans_once(S, n_clusters, generator, n_iter):
     n = S.shape[0]
     first = int(torch.randint(n, (1,), generator=generator, device="cpu"))
     chosen = [first]
@@ -208,11 +226,22 @@ def kmeans(S, n_clusters, generator, n_iter=25):
     return centroids
 
 
+# Largest number of centroids matched by trying every permutation (8! = 40,320 of them,
+# scored in one pass); beyond it FAQ's local search, which can miss the optimum.
+_EXACT_MATCH_MAX = 8
+
+
 def match_centroids(Cx, Cy, rng, n_init=8):
     """Permutation ``p`` with ``Cx[i]`` matched to ``Cy[p[i]]``, maximising the agreement
-    of the two centroid Gram matrices (FAQ quadratic assignment, best of ``n_init``)."""
+    of the two centroid Gram matrices: exact up to eight centroids, otherwise FAQ
+    quadratic assignment (best of ``n_init``)."""
     Gx = _standardised_offdiagonal((Cx @ Cx.T).double().cpu().numpy())
     Gy = _standardised_offdiagonal((Cy @ Cy.T).double().cpu().numpy())
+    k = len(Gx)
+    if k <= _EXACT_MATCH_MAX:
+        perms = np.array(list(itertools.permutations(range(k))))
+        values = np.einsum("ij,pij->p", Gx, Gy[perms[:, :, None], perms[:, None, :]])
+        return torch.as_tensor(perms[int(np.argmax(values))], device=Cx.device)
     best, best_value = None, -np.inf
     for attempt in range(n_init):
         options = {"maximize": True, "P0": "barycenter" if attempt == 0 else "randomized"}
@@ -235,22 +264,72 @@ def _standardised_offdiagonal(G):
     return G
 
 
-def cluster_match_start(Xs, Ys, *, n_clusters, rng, generator, n_neighbors=10):
-    """A map from matched cluster structure (after mini-vec2vec).
+def cluster_match_start(
+    Xs, Ys, *, n_clusters, rng, generator, n_neighbors=10, anchor_clusters=(32, 64)
+):
+    """A map from matched cluster structure (after mini-vec2vec), refined through finer
+    anchors.
 
-    Centroids of each side are matched by :func:`match_centroids`; every row is then
-    described by its (unit-centred) cosines to its side's centroids in matched order, and
-    each source row is paired with the mean of its ``n_neighbors`` nearest target rows in
-    that description: a soft pseudo-pair that averages out single wrong neighbours.
+    1. ``n_clusters`` centroids per side (the best of several k-means runs, so that each
+       side's partition is stable) are matched by :func:`match_centroids`; every row is
+       described by its (unit-centred) cosines to its side's centroids in matched order,
+       and each source row is paired with the mean of its ``n_neighbors`` nearest target
+       rows in that description (a soft pseudo-pair that averages out wrong neighbours).
+    2. A few rounds pair each mapped source row with the mean of its nearest target rows.
+    3. For each count in ``anchor_clusters``: k-means on the target side only, the
+       centroids carried into the source space by the current map (so that the anchors of
+       the two sides correspond by construction), pseudo-pairs from the descriptions by
+       those anchors, then 2. again.  Few coarse clusters are matched reliably but describe
+       rows crudely; the finer anchors sharpen a map that is roughly right.
     """
-    Cx = kmeans(Xs, n_clusters, generator)
-    Cy = kmeans(Ys, n_clusters, generator)
+    Cx = kmeans(Xs, n_clusters, generator, n_runs=5)
+    Cy = kmeans(Ys, n_clusters, generator, n_runs=5)
     perm = match_centroids(Cx, Cy, rng)
+    W = _anchor_pseudo_pairs(Xs, Ys, Cx, Cy[perm], n_neighbors)
+    W = _nearest_mean_rounds(Xs, Ys, W, n_neighbors)
+    for count in anchor_clusters:
+        count = min(count, Ys.shape[0] // 4)
+        if count < 2:
+            continue
+        Cy = kmeans(Ys, count, generator)
+        Cx = unit_rows(Cy @ W.to(Cy.dtype).T)
+        W = _anchor_pseudo_pairs(Xs, Ys, Cx, Cy, n_neighbors)
+        W = _nearest_mean_rounds(Xs, Ys, W, n_neighbors)
+    return W
+
+
+def _anchor_pseudo_pairs(Xs, Ys, Cx, Cy, n_neighbors):
+    """Procrustes from each source row to the mean of the target rows whose cosines to
+    the anchors ``Cy`` are nearest its own cosines to the matching anchors ``Cx``."""
     Rx = unit_centered(Xs @ Cx.T)
-    Ry = unit_centered(Ys @ Cy[perm].T)
-    k = max(1, min(n_neighbors, Ys.shape[0]))
-    targets = torch.empty((Xs.shape[0], Ys.shape[1]), dtype=Ys.dtype, device=Ys.device)
-    for start, stop, sims in similarity_blocks(Rx, Ry):
-        nearest = torch.topk(sims, k, dim=1).indices
-        targets[start:stop] = Ys[nearest].mean(dim=1)
-    return orthogonal_fit(Xs, targets)
+    Ry = unit_centered(Ys @ Cy.T)
+    return orthogonal_fit(Xs, _nearest_means(Rx, Ry, Ys, n_neighbors))
+
+
+def _nearest_mean_rounds(Xs, Ys, W, n_neighbors, rounds=5):
+    """Procrustes from each source row to the mean of its mapped nearest target rows."""
+    for _ in range(rounds):
+        W = orthogonal_fit(Xs, _nearest_means(unit_rows(Xs @ W.to(Xs.dtype)), Ys, Ys, n_neighbors))
+    return W
+
+
+def _nearest_means(A, B, values, n_neighbors):
+    """For each row of ``A``: the mean of ``values`` over its nearest rows of ``B``."""
+    k = max(1, min(n_neighbors, B.shape[0]))
+    means = torch.empty((A.shape[0], values.shape[1]), dtype=values.dtype, device=A.device)
+    for start, stop, sims in similarity_blocks(A, B):
+        means[start:stop] = values[torch.topk(sims, k, dim=1).indices].mean(dim=1)
+    return means
+
+
+def heldout_share(Xs, Ys, W, held, k):
+    """Share of the ``held`` source rows that are in a mutual CSLS pair under ``W``.
+
+    The rows in ``held`` must have taken no part in fitting ``W``: a map self-learned on
+    its own matches finds mutual partners for many of them even when it is wrong, but
+    only a right map generalises to rows it has not seen.
+    """
+    i, _ = mutual_pairs(unit_rows(Xs @ W.to(Xs.dtype)), Ys, k)
+    is_held = torch.zeros(Xs.shape[0], dtype=torch.bool, device=Xs.device)
+    is_held[held] = True
+    return float(is_held[i].sum()) / max(1, len(held))
