@@ -262,12 +262,13 @@ class ChromaMigration:
             metadata[MIGRATION_KEY] = json.dumps(self.job)
             metadata[OWNER_KEY] = self.lock.token
             # The distance and index settings travel too: a collection of another
-            # distance would rank the mapped vectors differently.
+            # distance would rank the mapped vectors differently.  (Only passed when
+            # there are some: a Chroma without collection configurations has no such
+            # argument, and keeps them in the metadata copied above.)
+            configuration = _index_configuration(self.reader.collection)
+            extra = {} if configuration is None else {"configuration": configuration}
             self.collection = self.client.create_collection(
-                self._staging_name,
-                metadata=metadata,
-                configuration=_index_configuration(self.reader.collection),
-                embedding_function=None,
+                self._staging_name, metadata=metadata, embedding_function=None, **extra
             )
         Z = np.asarray(Z, dtype=np.float32)
         for i in range(0, len(Z), self.batch_limit):
