@@ -142,8 +142,8 @@ def _column_type(conn, table, column="emb"):
     ).fetchone()[0]
 
 
-def _fit(tmp, source, target, *extra):
-    argv = ["fit", "--method", "procrustes", "--source", source, "--target", target]
+def _fit(tmp, source, target, *extra, method="procrustes"):
+    argv = ["fit", "--method", method, "--source", source, "--target", target]
     argv += ["--model", str(tmp / "m.skops"), *extra]
     assert main(argv) == 0
 
@@ -206,8 +206,7 @@ def test_halfvec_stays_halfvec_and_a_dimension_change(pg, tmp_path):
     with connect() as conn:
         _load(conn, "src", X, kind="halfvec")
         _load(conn, "tgt", Y, extra=False)
-    argv = ["fit", "--method", "affine", "--source", f"{uri}::src", "--target", f"{uri}::tgt"]
-    assert main([*argv, "--model", str(tmp_path / "m.skops")]) == 0
+    _fit(tmp_path, f"{uri}::src", f"{uri}::tgt", method="affine")
     argv = ["transform", "--model", str(tmp_path / "m.skops"), "--input", f"{uri}::src"]
     assert main([*argv, "--output", f"{uri}::out", "--rows-per-batch", "100"]) == 0
     with connect() as conn:
@@ -411,8 +410,7 @@ def test_a_dimension_change_under_a_view_is_refused_before_any_work(pg, tmp_path
     with connect() as conn:
         _load(conn, "src", X)
         _load(conn, "tgt", Y, extra=False)
-    argv = ["fit", "--method", "affine", "--source", f"{uri}::src", "--target", f"{uri}::tgt"]
-    assert main([*argv, "--model", str(tmp_path / "m.skops")]) == 0
+    _fit(tmp_path, f"{uri}::src", f"{uri}::tgt", method="affine")
     capsys.readouterr()
     replace = ["transform", "--model", str(tmp_path / "m.skops"), "--input", f"{uri}::src"]
     replace += ["--replace", "--no-progress"]

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from ._common import CHROMA_SEPARATOR, InputError
+from ._common import CHROMA_SEPARATOR, InputError, check_same_job
 from ._ownership import OWNER_KEY, OutputLock
 from ._table_reader import Batch, TableReader
 
@@ -231,13 +231,7 @@ class ChromaMigration:
                 "to start over)",
                 path=self.target,
             )
-        changed = [k for k in self.job if info.get(k) != self.job[k]]
-        if changed:
-            raise InputError(
-                f"{self.staging} was staged by another migration ({', '.join(changed)} "
-                "differ); delete it to start over",
-                path=self.target,
-            )
+        check_same_job(self.job, info, self.staging, self.target)
         metadata[OWNER_KEY] = self.lock.token
         collection.modify(metadata=_modifiable(metadata))
         self.collection, self.done = collection, done

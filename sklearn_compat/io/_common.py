@@ -8,6 +8,7 @@ from pathlib import Path
 from ..exceptions import InputError
 
 __all__ = [
+    "check_same_job",
     "InputError",
     "ColumnSpec",
     "table_format",
@@ -263,3 +264,15 @@ class ColumnSpec:
         if not chosen:
             raise InputError(f"no embedding columns ({self.describe()})", path=path)
         return "columns", chosen
+
+
+def check_same_job(job, staged, staging, path):
+    """Refuse to resume into ``staging`` when the job it records (``staged``, a dict)
+    differs from this run's ``job`` in any key: its rows would be another migration's."""
+    changed = [k for k in job if staged.get(k) != job[k]]
+    if changed:
+        raise InputError(
+            f"{staging} was staged by another migration ({', '.join(changed)} differ); "
+            "delete it to start over",
+            path=path,
+        )

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from ._arrow import ArrowTableReader
-from ._common import InputError
+from ._common import InputError, check_same_job
 from ._ownership import OWNER_KEY, OutputLock
 
 __all__ = ["LanceReader", "LanceMigration", "LanceSink", "rollback_lance", "MIGRATION_KEY"]
@@ -244,13 +244,7 @@ class LanceMigration:
                 path=self.target,
             )
         info = migration_info(staged) or {}
-        changed = [k for k in self.job if info.get(k) != self.job[k]]
-        if changed:
-            raise InputError(
-                f"{self.staging} was staged by another migration ({', '.join(changed)} "
-                "differ); delete it to start over",
-                path=self.target,
-            )
+        check_same_job(self.job, info, self.staging, self.target)
         staged.update_schema_metadata({OWNER_KEY: self.lock.token})  # adopted by this run
         return done
 
