@@ -27,6 +27,9 @@ _INITS = ("sorted_profile", "cluster_match")
 _HELDOUT_SHARE = 0.2
 # A candidate start whose confidence reaches this ends the search for a better one.
 _CLEARLY_ALIGNED = 0.8
+# Candidate starts, the best by held-out share, that get stochastic dictionary induction
+# when none is clearly aligned (each costs tens of rounds on the start sample).
+_STOCHASTIC_CANDIDATES = 3
 
 
 class UnpairedProcrustesAligner(BaseAligner):
@@ -337,8 +340,9 @@ class UnpairedProcrustesAligner(BaseAligner):
         spread_x, spread_y = np.sum(Xc**2), np.sum(Yc**2)
         self.scale_ = float(np.sqrt(spread_y / spread_x)) if spread_x > 0 else 1.0
 
-    def _self_learn(self, Xs, Ys, W, held, seeds, n_iter):
-        """Self-learning with the rows ``held`` left out of the dictionary.
+    def _self_learn(self, Xs, Ys, W, held, seeds, n_iter, *, stochastic=None):
+        """Self-learning with the rows ``held`` left out of the dictionary, preceded by
+        stochastic dictionary induction when ``stochastic`` (its generator) is given.
 
         Returns ``(W, rounds)``."""
         train = np.setdiff1d(np.arange(len(Xs)), held)
@@ -348,10 +352,15 @@ class UnpairedProcrustesAligner(BaseAligner):
                 np.searchsorted(train, seeds[:, 0].cpu().numpy()), device=seeds.device
             )
         train = torch.as_tensor(train, device=Xs.device)
+        stochastic_rounds = 0
+        if stochastic is not None:
+            W, stochastic_rounds = _u.stochastic_self_learn(
+                Xs[train], Ys, W, generator=stochastic, seeds=seeds, csls_k=self.csls_k
+            )
         W, _, rounds = _u.self_learn(
             Xs[train], Ys, W, seeds=seeds, n_iter=n_iter, csls_k=self.csls_k, tol=self.tol
         )
-        return W, rounds
+        return W, stochastic_rounds + rounds
 
     def _start(self, Xw, Yw, held, seeds, rng, generator):
         """The starting map: of the candidate starts, each refined by self-learning on a
@@ -377,7 +386,26 @@ class UnpairedProcrustesAligner(BaseAligner):
             scores[label] = _u.heldout_share(A, B, W, sample_held, self.csls_k)
             refined[label] = W
             if scores[label] >= _CLEARLY_ALIGNED:
-                break  # a start this good is not beaten by enough to pay for more
+                return W, label, scores  # not beaten by enough to pay for more
+        # No start is clearly right: the most promising few get stochastic dictionary
+        # induction, which can carry a roughly right map out of a poor dictionary's basin.
+        dropout = torch.Generator(device=A.device).manual_seed(
+            int(torch.randint(2**62, (1,), generator=generator))
+        )
+        for label in sorted(scores, key=scores.get, reverse=True)[:_STOCHASTIC_CANDIDATES]:
+            W, _ = self._self_learn(
+                A,
+                B,
+                refined[label],
+                sample_held,
+                sample_seeds,
+                self.max_iter,
+                stochastic=dropout,
+            )
+            scores[f"{label} + stochastic"] = _u.heldout_share(A, B, W, sample_held, self.csls_k)
+            refined[f"{label} + stochastic"] = W
+            if scores[f"{label} + stochastic"] >= _CLEARLY_ALIGNED:
+                break
         best = max(scores, key=scores.get)
         return refined[best], best, scores
 

@@ -17,7 +17,10 @@ Two unsupervised starts propose an orthogonal map from nothing but the two sets 
   centroids, and rows with similar descriptions taken as pseudo-pairs.
 
 :func:`self_learn` then alternates Procrustes and dictionary induction by mutual CSLS
-nearest neighbours (Conneau et al., ICLR 2018), keeping any seed pairs; :func:`heldout_share`
+nearest neighbours (Conneau et al., ICLR 2018), keeping any seed pairs;
+:func:`stochastic_self_learn` is vecmap's variant for weak starts (both directions'
+neighbours, each similarity kept only with a probability that grows as the objective
+stalls, so that the dictionary can leave a poor start's basin); :func:`heldout_share`
 is the unsupervised figure of merit (the share of rows left out of self-learning that are
 in a mutual CSLS nearest-neighbour pair under the map), and :func:`structureless_cloud`
 the target on which it measures what self-learning reaches by chance.
@@ -41,6 +44,7 @@ __all__ = [
     "random_orthogonal",
     "self_learn",
     "sorted_profile_start",
+    "stochastic_self_learn",
     "structureless_cloud",
     "unit_centered",
     "unit_rows",
@@ -160,6 +164,100 @@ def self_learn(Xs, Ys, W, *, seeds=None, n_iter=10, csls_k=10, tol=0.0):
             break
         W = orthogonal_fit(Xs[dictionary[:, 0]], Ys[dictionary[:, 1]])
     return W, matches, rounds
+
+
+def stochastic_self_learn(
+    Xs, Ys, W, *, generator, seeds=None, csls_k=10, keep=0.1, patience=10, max_rounds=200
+):
+    """Self-learning with stochastic dictionary induction (Artetxe et al., ACL 2018).
+
+    Each round pairs every row of ``Xs`` with its best row of ``Ys`` and every row of
+    ``Ys`` with its best row of ``Xs`` by CSLS, after dropping each similarity with
+    probability ``1 - keep``, and refits the map on the union (plus ``seeds``).  The
+    dropped entries let the dictionary move away from the matches a weak start favours;
+    whenever the objective (mean best CSLS both ways, without dropout) has not improved
+    for ``patience`` rounds, ``keep`` doubles, until it reaches 1 and the objective stalls
+    once more.
+
+    Parameters
+    ----------
+    Xs, Ys : tensors of unit-centred rows
+    W : tensor of shape (d_x, d_y)
+        The starting map.
+    generator : torch.Generator
+        Draws the dropout masks; on the rows' device.
+    seeds : tensor of shape (m, 2) or None
+        Pairs known to match: kept in every round's dictionary.
+    csls_k : int
+        CSLS neighbourhood size.
+    keep : float
+        First share of similarities kept (vecmap's 0.1).
+    patience : int
+        Rounds without improvement before ``keep`` doubles.
+    max_rounds : int
+        Rounds at most.
+
+    Returns
+    -------
+    W, rounds run
+    """
+    rows_x = torch.arange(Xs.shape[0], device=Xs.device)
+    rows_y = torch.arange(Ys.shape[0], device=Ys.device)
+    best, since, rounds = -float("inf"), 0, 0
+    while rounds < max_rounds:
+        rounds += 1
+        forward, backward, objective = _dropout_neighbours(
+            unit_rows(Xs @ W.to(Xs.dtype)), Ys, csls_k, keep, generator
+        )
+        if objective > best + _MIN_GAIN:
+            best, since = objective, 0
+        else:
+            since += 1
+            if since >= patience:
+                if keep >= 1.0:
+                    break
+                keep, since = min(1.0, 2.0 * keep), 0
+        source, target = torch.cat([rows_x, backward]), torch.cat([forward, rows_y])
+        if seeds is not None:
+            source, target = torch.cat([seeds[:, 0], source]), torch.cat([seeds[:, 1], target])
+        W = orthogonal_fit(Xs[source], Ys[target])
+    return W, rounds
+
+
+# Smallest rise of the stochastic objective (a mean CSLS, in [-2, 2]) that counts as
+# progress; vecmap's threshold is of this order.
+_MIN_GAIN = 1e-4
+
+
+def _dropout_neighbours(A, B, k, keep, generator):
+    """CSLS best matches both ways with each similarity kept with probability ``keep``.
+
+    Returns ``(forward, backward, objective)``: the best kept row of ``B`` for each row of
+    ``A``, the best kept row of ``A`` for each row of ``B``, and the mean best CSLS of the
+    two directions before dropout (the quantity self-learning raises).
+    """
+    k = max(1, min(k, A.shape[0], B.shape[0]))
+    r_A = knn_mean_similarity(A, B, k)
+    r_B = knn_mean_similarity(B, A, k)
+    forward = torch.empty(A.shape[0], dtype=torch.int64, device=A.device)
+    column_best = torch.full((B.shape[0],), -torch.inf, dtype=A.dtype, device=A.device)
+    column_kept = column_best.clone()
+    backward = torch.zeros(B.shape[0], dtype=torch.int64, device=A.device)
+    row_total = 0.0
+    for start, stop, sims in similarity_blocks(A, B):
+        sims = 2 * sims - r_B[None, :] - r_A[start:stop, None]
+        row_total += float(sims.max(dim=1).values.sum())
+        column_best = torch.maximum(column_best, sims.max(dim=0).values)
+        if keep < 1.0:
+            dropped = torch.rand(sims.shape, generator=generator, device=generator.device)
+            sims.masked_fill_(dropped.to(sims.device) >= keep, -torch.inf)
+        forward[start:stop] = sims.argmax(dim=1)
+        value, index = sims.max(dim=0)
+        better = value > column_kept
+        column_kept = torch.where(better, value, column_kept)
+        backward = torch.where(better, index + start, backward)
+    objective = 0.5 * (row_total / A.shape[0] + float(column_best.mean()))
+    return forward, backward, objective
 
 
 def sorted_profile_start(Xs, Ys, *, csls_k=10):
