@@ -52,8 +52,11 @@ class UnpairedProcrustesAligner(BaseAligner):
        ``n_init`` random restarts in both directions (an orthogonal map's inverse is its
        transpose); with seed pairs, their own Procrustes map is one more candidate.  Each
        candidate is refined by self-learning on a sample and scored by the confidence
-       below; the search stops early once a candidate is clearly aligned, and otherwise
-       keeps the best.
+       below; the search stops early once a candidate is clearly aligned.  Otherwise the
+       three best candidates are refined again with vecmap's stochastic dictionary
+       induction (each similarity kept only with a probability that starts at 0.1 and
+       doubles whenever the objective stalls, so that the dictionary can leave the
+       matches a weak start favours), and the best of all is kept.
     2. Self-learning (Conneau et al., ICLR 2018): the rows that are each other's nearest
        neighbour under CSLS (which demotes "hub" rows) become the dictionary, the map is
        refitted by Procrustes on it plus the seed pairs, and the two steps repeat until
@@ -141,7 +144,8 @@ class UnpairedProcrustesAligner(BaseAligner):
         Gaussian cloud with Y's mean and covariance, which no map can really align.
     init_ : str
         The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
-        or ``"seed_pairs"``.
+        or ``"seed_pairs"``, followed by ``" + stochastic"`` when stochastic dictionary
+        induction refined it.
     start_scores_ : dict
         Confidence of every candidate start tried, after its refinement on the sample.
     n_features_in_ : int
@@ -167,6 +171,9 @@ class UnpairedProcrustesAligner(BaseAligner):
 
     Computation runs in float32 on ``device``; Procrustes solves are float64 SVDs on the
     CPU.  Memory is bounded: similarities are formed in blocks of rows.
+
+    .. versionchanged:: 0.1.0
+       Starts that no candidate clearly aligns get stochastic dictionary induction.
 
     References
     ----------
