@@ -147,7 +147,9 @@ class UnpairedProcrustesAligner(BaseAligner):
         or ``"seed_pairs"``, followed by ``" + stochastic"`` when stochastic dictionary
         induction refined it.
     start_scores_ : dict
-        Confidence of every candidate start tried, after its refinement on the sample.
+        Held-out mutual share of every candidate start tried, after its refinement on
+        the sample (labelled as ``init_``; a ``" + stochastic"`` entry is the same start
+        refined again by stochastic dictionary induction).
     n_features_in_ : int
         Width of X.
     feature_names_in_ : ndarray of shape (n_features_in_,)

@@ -192,6 +192,27 @@ def test_stochastic_induction_is_repeatable_and_ends_on_the_exact_map():
     np.testing.assert_allclose(runs[0][0].numpy(), Q, atol=1e-5)
 
 
+def test_dropout_neighbours_pair_only_through_kept_similarities():
+    from sklearn_compat._core import unpaired as u
+
+    rng = np.random.default_rng(4)
+    A = u.unit_rows(torch.as_tensor(rng.normal(size=(6, 5)), dtype=torch.float32))
+    B = u.unit_rows(torch.as_tensor(rng.normal(size=(7, 5)), dtype=torch.float32))
+    # everything kept: the CSLS nearest neighbours both ways
+    forward, backward, _ = u._dropout_neighbours(A, B, 3, 1.0, torch.Generator())
+    expected_forward, expected_backward, _ = u.csls_neighbours(A, B, 3)
+    np.testing.assert_array_equal(forward[1].numpy(), expected_forward.numpy())
+    np.testing.assert_array_equal(backward[0].numpy(), expected_backward.numpy())
+    # a fifth kept: every pair goes through a kept entry, and a row or column with none
+    # kept gets no partner (not row 0 by default)
+    forward, backward, _ = u._dropout_neighbours(A, B, 3, 0.2, torch.Generator().manual_seed(9))
+    kept = torch.rand((6, 7), generator=torch.Generator().manual_seed(9)) < 0.2
+    np.testing.assert_array_equal(forward[0].numpy(), np.flatnonzero(kept.any(dim=1)))
+    np.testing.assert_array_equal(backward[1].numpy(), np.flatnonzero(kept.any(dim=0)))
+    assert kept[forward].all() and kept[backward].all()
+    assert not kept.any(dim=1).all()  # the draw does leave a row without a partner
+
+
 @pytest.mark.parametrize("k", [6, 10])
 def test_centroid_match_finds_a_planted_permutation(k):
     # Exact search up to eight centroids, FAQ beyond: both must find a permutation whose

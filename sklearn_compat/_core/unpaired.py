@@ -201,8 +201,6 @@ def stochastic_self_learn(
     -------
     W, rounds run
     """
-    rows_x = torch.arange(Xs.shape[0], device=Xs.device)
-    rows_y = torch.arange(Ys.shape[0], device=Ys.device)
     best, since, rounds = -float("inf"), 0, 0
     while rounds < max_rounds:
         rounds += 1
@@ -217,7 +215,7 @@ def stochastic_self_learn(
                 if keep >= 1.0:
                     break
                 keep, since = min(1.0, 2.0 * keep), 0
-        source, target = torch.cat([rows_x, backward]), torch.cat([forward, rows_y])
+        source, target = torch.cat([forward[0], backward[0]]), torch.cat([forward[1], backward[1]])
         if seeds is not None:
             source, target = torch.cat([seeds[:, 0], source]), torch.cat([seeds[:, 1], target])
         W = orthogonal_fit(Xs[source], Ys[target])
@@ -232,9 +230,10 @@ _MIN_GAIN = 1e-4
 def _dropout_neighbours(A, B, k, keep, generator):
     """CSLS best matches both ways with each similarity kept with probability ``keep``.
 
-    Returns ``(forward, backward, objective)``: the best kept row of ``B`` for each row of
-    ``A``, the best kept row of ``A`` for each row of ``B``, and the mean best CSLS of the
-    two directions before dropout (the quantity self-learning raises).
+    Returns ``(forward, backward, objective)``: the forward pairs ``(rows of A, their best
+    kept rows of B)``, the backward pairs ``(best kept rows of A, rows of B)``, and the
+    mean best CSLS of the two directions before dropout (the quantity self-learning
+    raises).
     """
     k = max(1, min(k, A.shape[0], B.shape[0]))
     r_A = knn_mean_similarity(A, B, k)
@@ -243,6 +242,7 @@ def _dropout_neighbours(A, B, k, keep, generator):
     column_best = torch.full((B.shape[0],), -torch.inf, dtype=A.dtype, device=A.device)
     column_kept = column_best.clone()
     backward = torch.zeros(B.shape[0], dtype=torch.int64, device=A.device)
+    row_kept = torch.empty(A.shape[0], dtype=torch.bool, device=A.device)
     row_total = 0.0
     for start, stop, sims in similarity_blocks(A, B):
         sims = 2 * sims - r_B[None, :] - r_A[start:stop, None]
@@ -251,13 +251,18 @@ def _dropout_neighbours(A, B, k, keep, generator):
         if keep < 1.0:
             dropped = torch.rand(sims.shape, generator=generator, device=generator.device)
             sims.masked_fill_(dropped.to(sims.device) >= keep, -torch.inf)
-        forward[start:stop] = sims.argmax(dim=1)
+        value, forward[start:stop] = sims.max(dim=1)
+        row_kept[start:stop] = value > -torch.inf
         value, index = sims.max(dim=0)
         better = value > column_kept
         column_kept = torch.where(better, value, column_kept)
         backward = torch.where(better, index + start, backward)
     objective = 0.5 * (row_total / A.shape[0] + float(column_best.mean()))
-    return forward, backward, objective
+    # A row whose similarities were all dropped (likely only among a handful of rows)
+    # has no match this round rather than an arbitrary one.
+    rows_a, rows_b = torch.nonzero(row_kept).flatten(), torch.nonzero(column_kept > -torch.inf)
+    rows_b = rows_b.flatten()
+    return (rows_a, forward[rows_a]), (backward[rows_b], rows_b), objective
 
 
 def sorted_profile_start(Xs, Ys, *, csls_k=10):
