@@ -360,14 +360,14 @@ class UnpairedProcrustesAligner(BaseAligner):
             seeds[:, 0] = torch.as_tensor(
                 np.searchsorted(train, seeds[:, 0].cpu().numpy()), device=seeds.device
             )
-        train = torch.as_tensor(train, device=Xs.device)
+        Xt = Xs[torch.as_tensor(train, device=Xs.device)]
         stochastic_rounds = 0
         if stochastic is not None:
             W, stochastic_rounds = _u.stochastic_self_learn(
-                Xs[train], Ys, W, generator=stochastic, seeds=seeds, csls_k=self.csls_k
+                Xt, Ys, W, generator=stochastic, seeds=seeds, csls_k=self.csls_k
             )
         W, _, rounds = _u.self_learn(
-            Xs[train], Ys, W, seeds=seeds, n_iter=n_iter, csls_k=self.csls_k, tol=self.tol
+            Xt, Ys, W, seeds=seeds, n_iter=n_iter, csls_k=self.csls_k, tol=self.tol
         )
         return W, stochastic_rounds + rounds
 
@@ -403,17 +403,13 @@ class UnpairedProcrustesAligner(BaseAligner):
         )
         for label in sorted(scores, key=scores.get, reverse=True)[:_STOCHASTIC_CANDIDATES]:
             W, _ = self._self_learn(
-                A,
-                B,
-                refined[label],
-                sample_held,
-                sample_seeds,
-                self.max_iter,
+                A, B, refined[label], sample_held, sample_seeds, self.max_iter,
                 stochastic=dropout,
-            )
-            scores[f"{label} + stochastic"] = _u.heldout_share(A, B, W, sample_held, self.csls_k)
-            refined[f"{label} + stochastic"] = W
-            if scores[f"{label} + stochastic"] >= _CLEARLY_ALIGNED:
+            )  # fmt: skip
+            tried = f"{label} + stochastic"
+            scores[tried] = _u.heldout_share(A, B, W, sample_held, self.csls_k)
+            refined[tried] = W
+            if scores[tried] >= _CLEARLY_ALIGNED:
                 break
         best = max(scores, key=scores.get)
         return refined[best], best, scores

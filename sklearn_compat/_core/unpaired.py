@@ -81,19 +81,29 @@ def csls_neighbours(A, B, k):
     Returns ``(forward, backward, forward_score)``: the best row of ``B`` for each row of
     ``A``, the best row of ``A`` for each row of ``B``, and the CSLS of each forward match.
     """
-    k = max(1, min(k, A.shape[0], B.shape[0]))
-    r_A = knn_mean_similarity(A, B, k)
-    r_B = knn_mean_similarity(B, A, k)
+    r_A, r_B = _hubness(A, B, k)
     forward, score = _best(A, B, r_A, r_B)
     backward, _ = _best(B, A, r_B, r_A)
     return forward, backward, score
 
 
+def _hubness(A, B, k):
+    """CSLS's ``(r_A, r_B)``: each row's mean cosine to its ``k`` nearest rows of the
+    other set (``k`` clipped to the smaller set)."""
+    k = max(1, min(k, A.shape[0], B.shape[0]))
+    return knn_mean_similarity(A, B, k), knn_mean_similarity(B, A, k)
+
+
+def _csls_blocks(A, B, r_A, r_B):
+    """Yield ``(start, stop, CSLS of A[start:stop] against every row of B)``."""
+    for start, stop, sims in similarity_blocks(A, B):
+        yield start, stop, 2 * sims - r_B[None, :] - r_A[start:stop, None]
+
+
 def _best(A, B, r_A, r_B):
     index = torch.empty(A.shape[0], dtype=torch.int64, device=A.device)
     value = torch.empty(A.shape[0], dtype=A.dtype, device=A.device)
-    for start, stop, sims in similarity_blocks(A, B):
-        sims = 2 * sims - r_B[None, :] - r_A[start:stop, None]
+    for start, stop, sims in _csls_blocks(A, B, r_A, r_B):
         value[start:stop], index[start:stop] = sims.max(dim=1)
     return index, value
 
@@ -235,18 +245,15 @@ def _dropout_neighbours(A, B, k, keep, generator):
     mean best CSLS of the two directions before dropout (the quantity self-learning
     raises).
     """
-    k = max(1, min(k, A.shape[0], B.shape[0]))
-    r_A = knn_mean_similarity(A, B, k)
-    r_B = knn_mean_similarity(B, A, k)
+    r_A, r_B = _hubness(A, B, k)
     forward = torch.empty(A.shape[0], dtype=torch.int64, device=A.device)
     column_best = torch.full((B.shape[0],), -torch.inf, dtype=A.dtype, device=A.device)
     column_kept = column_best.clone()
     backward = torch.zeros(B.shape[0], dtype=torch.int64, device=A.device)
     row_kept = torch.empty(A.shape[0], dtype=torch.bool, device=A.device)
-    row_total = 0.0
-    for start, stop, sims in similarity_blocks(A, B):
-        sims = 2 * sims - r_B[None, :] - r_A[start:stop, None]
-        row_total += float(sims.max(dim=1).values.sum())
+    row_best = torch.empty(A.shape[0], dtype=A.dtype, device=A.device)
+    for start, stop, sims in _csls_blocks(A, B, r_A, r_B):
+        row_best[start:stop] = sims.max(dim=1).values
         column_best = torch.maximum(column_best, sims.max(dim=0).values)
         if keep < 1.0:
             dropped = torch.rand(sims.shape, generator=generator, device=generator.device)
@@ -257,7 +264,8 @@ def _dropout_neighbours(A, B, k, keep, generator):
         better = value > column_kept
         column_kept = torch.where(better, value, column_kept)
         backward = torch.where(better, index + start, backward)
-    objective = 0.5 * (row_total / A.shape[0] + float(column_best.mean()))
+    # read once per round, not once per block
+    objective = 0.5 * (float(row_best.sum()) / A.shape[0] + float(column_best.mean()))
     # A row whose similarities were all dropped (likely only among a handful of rows)
     # has no match this round rather than an arbitrary one.
     rows_a, rows_b = torch.nonzero(row_kept).flatten(), torch.nonzero(column_kept > -torch.inf)
