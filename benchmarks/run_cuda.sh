@@ -11,8 +11,8 @@
 # The lent machines have torch, scikit-learn, pandas and pyarrow but not skorch (a core
 # dependency) nor the optional skops, faiss, Dask, LanceDB or Chroma: bring skorch's wheel
 # (and skops' for the CLI tests), `pip install --no-deps --target DIR` them and put DIR and
-# the checkout on PYTHONPATH; tests of the others skip or fail on the import.  All steps took about 13 minutes of device time on an H200
-# (2026-11-26), against a session's 15: send the first four, then the rest if time is left.
+# the checkout on PYTHONPATH; tests of the others skip or fail on the import.  Steps 1-4
+# fit one call of a 15-minute session; the rest run only while the deadline allows.
 set -u
 DEADLINE=$((SECONDS + ${1:-540}))
 LOGDIR=${LOGDIR:-cuda-logs}
@@ -43,14 +43,25 @@ $PY -c "import torch, sklearn, numpy; print('torch', torch.__version__, 'sklearn
 sklearn.__version__, 'numpy', numpy.__version__, torch.cuda.get_device_name())" \
     >>"$LOGDIR/summary.log" 2>&1
 
-step cuda-tests 60 $PY -m pytest -m cuda -q -p no:cacheprovider tests/test_cuda.py \
-    tests/test_judged.py tests/test_metrics.py tests/test_query_scale.py tests/test_relative.py
-# The whole suite with a GPU present: every device="auto" default then runs on CUDA.
-step suite 200 $PY -m pytest -q -p no:cacheprovider -p no:benchmark -n 14 --tb=short -rfE tests
+# 1. The GPU tests, and the tests that once failed on a GPU (batch-size invariance of the
+#    CLI, float32 tolerances of Dask, CSV floats).
+step cuda-tests 90 $PY -m pytest -q -p no:cacheprovider -p no:benchmark -n 8 --tb=short -rfE \
+    -m cuda tests
+step gpu-regressions 60 $PY -m pytest -q -p no:cacheprovider -p no:benchmark -n 8 --tb=short -rfE \
+    tests/test_cli.py::test_transform_in_small_batches_matches_one_batch \
+    tests/test_dask.py::test_transform_is_lazy_and_matches_numpy tests/test_io.py \
+    tests/test_io_layouts.py
+# 2. A LambdaOrth epoch of 1M x 1,024 against the profiler's kernel time of its steps.
+step lambda-step 120 $PY benchmarks/bench_lambda_step.py --n 1000000 --d 1024 \
+    --json "$RESULTS/gpu_lambda_step.json"
+# 3. The default's fit_intercept choice against the explicit setting, default epochs.
+step intercept-cost 150 $PY benchmarks/lambda_intercept_choice.py --skip-choice --skip-previous \
+    --repeats 1 --rows 200000 --dim 1024 --json "$RESULTS/gpu_lambda_intercept_cost.json"
+# 4. The whole suite with a GPU present: every device="auto" default then runs on CUDA.
+step suite 240 $PY -m pytest -q -p no:cacheprovider -p no:benchmark -n 14 --tb=short -rfE tests
+# 5. Figures measured on 2026-11-26 (RESULTS.md), refreshed when time is left.
 step procrustes 90 $PY benchmarks/bench_procrustes.py --device cuda --n 1000000 --d 1024 --no-scipy \
     --json "$RESULTS/gpu_procrustes.json"
-step lambda 150 $PY benchmarks/bench_lambda.py --n 1000000 --d 1024 --epochs 1 --device cuda \
-    --skorch-epochs 1 --repeats 1 --json "$RESULTS/gpu_lambda.json"
 step relative 120 $PY benchmarks/bench_relative.py --device cuda --n 1000000 --d 1024 --m 512 \
     --repeats 2 --json "$RESULTS/gpu_relative.json"
 step affine 40 $PY benchmarks/bench_affine.py --device cuda --json "$RESULTS/gpu_affine.json"

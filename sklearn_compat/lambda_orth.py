@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._core import auto_choice
-from ._core.backend import apply_affine
+from ._core.backend import apply_affine, resolve_device
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
 from ._core.validation import pick_target
@@ -166,7 +166,10 @@ class LambdaOrthAligner(BaseAligner):
         Seeds the validation split, the "orthogonal" init and the minibatch order; an int
         makes fits repeatable on the CPU (CUDA kernels may still differ in the last bits).
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
-        Where to train and transform.
+        Where to train and transform.  On CUDA each full-size minibatch step is replayed
+        from a CUDA graph recorded after three eager steps (the same kernels, without the
+        host's dispatch between them); the last, shorter batch of an epoch and
+        ``strict=True`` training run eagerly.
     verbose : int, default=0
         Show a progress bar over epochs when > 0.
 
@@ -389,7 +392,9 @@ class LambdaOrthAligner(BaseAligner):
 
     def _choose_intercept(self, options, X, Y, sample_weight):
         """``fit_intercept="auto"``: the two Procrustes starts scored on a held-out slice."""
-        chosen, scores = choose_intercept(X, Y, self.random_state, rescale=self.rescale)
+        chosen, scores = choose_intercept(
+            X, Y, self.random_state, rescale=self.rescale, device=resolve_device(self.device)
+        )
         if chosen is None:
             return None, scores
         return {"fit_intercept": chosen}, scores

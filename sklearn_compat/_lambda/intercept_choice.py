@@ -9,6 +9,7 @@ same rows makes the same choice.
 """
 
 import numpy as np
+import torch
 
 from .._core.holdout import holdout_folds, paired_top1, pick, take_rows
 from .._core.polar import procrustes_from_cross
@@ -20,7 +21,7 @@ __all__ = ["choose_intercept"]
 _CHUNK_ROWS = 65536
 
 
-def choose_intercept(X, Y, random_state, *, rescale):
+def choose_intercept(X, Y, random_state, *, rescale, device=None):
     """Whether to fit the bias, from the two Procrustes starts on one held-out slice.
 
     Parameters
@@ -31,6 +32,9 @@ def choose_intercept(X, Y, random_state, *, rescale):
         Draws the held-out slice (:func:`~sklearn_compat._core.holdout.holdout_folds`).
     rescale : bool
         The estimator's ``rescale``: the starts are computed in its unit-RMS units.
+    device : torch.device, default=None
+        Where the rows' moments are computed: a CUDA device takes the one pass over the
+        rows off the host (the fit copies them there anyway); None or a CPU: numpy.
 
     Returns
     -------
@@ -44,60 +48,106 @@ def choose_intercept(X, Y, random_state, *, rescale):
     if folds is None:
         return None, {}
     held = folds[0]
-    kept = np.setdiff1d(np.arange(n_rows), held)
+    kept = n_rows - len(held)
+    mx, my = _Moments(X), _Moments(Y)
+    cross = _shifted_cross(X, Y, held, mx, my, device)
+    # Units of the starts, as multiples of each side's peak (the moments' unit).
     if rescale:
-        x_scale, y_scale = _rms_row_norm(X, kept), _rms_row_norm(Y, kept)
+        ux, uy = mx.rms(kept), my.rms(kept)
     else:
         # One common unit for both sides keeps the raw start's geometry (every mapped row
-        # is scaled alike, which cosine retrieval ignores) while keeping the cross product
-        # finite for rows near the ends of float64's range.
-        x_scale = y_scale = max(_peak(X, kept), _peak(Y, kept))
-    X_held = take_rows(X, held) / x_scale
+        # is scaled alike, which cosine retrieval ignores).
+        common = max(mx.peak, my.peak)
+        ux, uy = common / mx.peak, common / my.peak
+    mean_x, mean_y = mx.sum / kept, my.sum / kept
+    X_held = take_rows(X, held) / (mx.peak * ux)
     Y_held = take_rows(Y, held)
     scores = {}
     for centre in (True, False):
-        mean_x = _mean(X, kept) / x_scale if centre else np.zeros(X.shape[1])
-        mean_y = _mean(Y, kept) / y_scale if centre else np.zeros(Y.shape[1])
-        cross = _cross(X, Y, kept, x_scale, y_scale, mean_x, mean_y)
-        W = procrustes_from_cross(cross)[0]
+        offset_x, offset_y = mean_x - mx.shift, mean_y - my.shift
+        if centre:  # sum (x - mean_x)(y - mean_y)^T
+            about_means = cross - kept * np.outer(offset_x, offset_y)
+        else:  # sum x y^T
+            about_means = cross + kept * (
+                np.outer(mx.shift, mean_y) + np.outer(mean_x, my.shift)
+                - np.outer(mx.shift, my.shift)
+            )  # fmt: skip
+        W = procrustes_from_cross(about_means / (ux * uy))[0]
         # The start's map in Y's unit-RMS units; cosine retrieval ignores Y's own scale.
-        Z = (X_held - mean_x) @ W + mean_y
+        if centre:
+            Z = (X_held - mean_x / ux) @ W + mean_y / uy
+        else:
+            Z = X_held @ W
         scores[f"fit_intercept={centre}"] = [paired_top1(Z, Y_held)]
     chosen = pick(scores, margin=TRAINED_MARGIN) == "fit_intercept=True"
     return chosen, {label: float(value[0]) for label, value in scores.items()}
 
 
-def _chunks(rows):
-    for start in range(0, len(rows), _CHUNK_ROWS):
-        yield rows[start : start + _CHUNK_ROWS]
+def _blocks(A, device=None):
+    """Consecutive rows of ``A`` in float64, ``_CHUNK_ROWS`` at a time: numpy arrays, or
+    tensors on ``device`` when it is a CUDA device."""
+    n = int(A.shape[0])
+    on_gpu = device is not None and device.type == "cuda"
+    for start in range(0, n, _CHUNK_ROWS):
+        stop = min(start + _CHUNK_ROWS, n)
+        if isinstance(A, np.ndarray):  # a slice is a view: one copy, the float64 one
+            rows = A[start:stop]
+            if on_gpu:  # converted there, not on the host
+                yield torch.from_numpy(np.ascontiguousarray(rows)).to(device).double()
+            else:
+                yield np.asarray(rows, dtype=np.float64)
+        else:
+            rows = take_rows(A, np.arange(start, stop))
+            yield torch.from_numpy(rows).to(device) if on_gpu else rows
 
 
-def _peak(A, rows):
-    """The largest absolute entry of ``A[rows]``, or 1.0 for rows all zero."""
-    value = max(float(np.abs(np.asarray(take_rows(A, part))).max()) for part in _chunks(rows))
-    return value if value > 0 and np.isfinite(value) else 1.0
+class _Moments:
+    """One side's peak (the unit of the others, so no square over- or underflows), and,
+    filled in by :func:`_shifted_cross`, its column sums and sum of squares over the kept
+    rows in that unit, and the shift its cross product was taken about."""
+
+    def __init__(self, A):
+        if isinstance(A, np.ndarray):  # max and min of the stored values, no copy
+            peak = max(float(A.max(initial=0.0)), -float(A.min(initial=0.0)))
+        else:
+            peak = max((float(np.abs(rows).max(initial=0.0)) for rows in _blocks(A)),
+                       default=0.0)  # fmt: skip
+        self.peak = peak if peak > 0 and np.isfinite(peak) else 1.0
+        self.sum = 0.0
+        self.squares = 0.0
+        self.shift = None
+
+    def add(self, rows, sign):
+        self.sum = self.sum + sign * rows.sum(axis=0)
+        self.squares += sign * float((rows * rows).sum())
+
+    def rms(self, kept):
+        """The RMS row norm of the kept rows, in units of the peak (1.0 when zero)."""
+        value = np.sqrt(max(self.squares, 0.0) / max(kept, 1))
+        return float(value) if value > 0 and np.isfinite(value) else 1.0
 
 
-def _rms_row_norm(A, rows):
-    # Squares taken of A / peak: rows near 1e200 (or 1e-200) would overflow (underflow).
-    peak = _peak(A, rows)
-    total = sum(
-        float(np.square(np.asarray(take_rows(A, part)) / peak).sum()) for part in _chunks(rows)
-    )
-    value = peak * np.sqrt(total / max(len(rows), 1))
-    return float(value) if value > 0 and np.isfinite(value) else 1.0
+def _shifted_cross(X, Y, held, mx, my, device):
+    """``sum (x - a)(y - b)^T`` over the rows not in ``held``, in peak units, in one pass.
 
-
-def _mean(A, rows):
-    total = sum(take_rows(A, part).sum(axis=0) for part in _chunks(rows))
-    return total / max(len(rows), 1)
-
-
-def _cross(X, Y, rows, x_scale, y_scale, mean_x, mean_y):
-    """``(X/s_x - m_x)^T (Y/s_y - m_y)`` over ``rows``, in float64 chunks."""
-    cross = np.zeros((X.shape[1], Y.shape[1]))
-    for part in _chunks(rows):
-        xc = take_rows(X, part) / x_scale - mean_x
-        yc = take_rows(Y, part) / y_scale - mean_y
-        cross += xc.T @ yc
+    ``a`` and ``b`` (stored as the moments' ``shift``) are the first chunk's means: close
+    to the kept rows' means, so recentring the product afterwards cancels nothing large,
+    while the chunk is read once for the product and the moments of both starts.  The
+    held-out rows are taken out afterwards (they are few).
+    """
+    cross = 0.0
+    for x, y in zip(_blocks(X, device), _blocks(Y, device), strict=True):
+        x, y = x / mx.peak, y / my.peak
+        if mx.shift is None:
+            mx.shift, my.shift = x.mean(axis=0), y.mean(axis=0)
+        mx.add(x, 1.0)
+        my.add(y, 1.0)
+        cross = cross + (x - mx.shift).T @ (y - my.shift)
+    x, y = take_rows(X, held) / mx.peak, take_rows(Y, held) / my.peak
+    if isinstance(cross, torch.Tensor):  # back to the host, where the rest is small
+        cross, mx.shift, my.shift = (t.cpu().numpy() for t in (cross, mx.shift, my.shift))
+        mx.sum, my.sum = mx.sum.cpu().numpy(), my.sum.cpu().numpy()
+    mx.add(x, -1.0)
+    my.add(y, -1.0)
+    cross -= (x - mx.shift).T @ (y - my.shift)
     return cross

@@ -3,7 +3,8 @@
 The hot path is written like a bare hand-written torch loop: the data live on the device as
 tensors, batches are gathered with a permutation drawn from a seeded generator, and nothing
 per step waits for the device (no ``.item()``): losses are summed on the device and read
-once per epoch, which is also when finiteness is checked.
+once per epoch, which is also when finiteness is checked.  On CUDA the full-size steps are
+replayed from a recorded graph (:mod:`.steps`).
 """
 
 import math
@@ -16,6 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .losses import contrastive_loss, lambda_orth_penalty, orthogonality_gap, penalty_of_gap
+from .steps import StepRunner, make_optimizer
 
 __all__ = ["TrainConfig", "Objective", "train_adapters", "small_problem_threads"]
 
@@ -184,10 +186,10 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
     objective = Objective(config)
     modules = [backward] + ([forward] if config.bidirectional else [])
     params = [p for m in modules for p in m.parameters()]
-    optimizer = torch.optim.Adam(params, lr=config.lr)
     X, Y, L = train
     n = X.shape[0]
     device = X.device
+    optimizer = make_optimizer(params, config.lr, device)
     history = {name: [] for name in objective.names}
     history["orthogonality_gap"] = []
     if valid is not None:
@@ -203,20 +205,28 @@ def train_adapters(backward, forward, train, valid, config, generator, *, desc):
         state=last_good,
     )
     limit = _divergence_limit(objective, backward, forward, train, valid, config)
+    sums = torch.zeros(len(objective.names), dtype=X.dtype, device=device)
+    # The parametrised weight of ``strict`` is left eager: recording it is untested.
+    run_step = StepRunner(
+        objective,
+        backward,
+        forward,
+        optimizer,
+        train,
+        sums,
+        batch_size=config.batch_size,
+        expected_full_steps=config.max_epochs * (n // config.batch_size),
+        capture=not config.strict,
+    )
     bar = tqdm(range(config.max_epochs), desc=desc, unit="epoch", disable=not config.verbose)
     epoch = 0
     stop = False
     for epoch in bar:
-        sums = torch.zeros(len(objective.names), dtype=X.dtype, device=device)
+        sums.zero_()
         rows = 0
         order = torch.randperm(n, generator=generator, device=device)
         for step, idx in enumerate(_batches(n, config.batch_size, order), start=1):
-            lb = None if L is None else L[idx]
-            loss, parts = objective(backward, forward, X[idx], Y[idx], lb)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            sums.add_(parts, alpha=idx.shape[0])
+            run_step(idx)
             rows += idx.shape[0]
             if step % read_every and step != n_batches:
                 continue
