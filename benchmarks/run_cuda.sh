@@ -9,9 +9,11 @@
 #     bash benchmarks/run_cuda.sh [SECONDS]     # deadline, default 540
 #
 # The lent machines have torch, scikit-learn, pandas and pyarrow but not skorch (a core
-# dependency) nor the optional skops, faiss, Dask, LanceDB or Chroma: bring skorch's wheel
-# (and skops' for the CLI tests), `pip install --no-deps --target DIR` them and put DIR and
-# the checkout on PYTHONPATH; tests of the others skip or fail on the import.  Steps 1-4
+# dependency) nor the optional skops, faiss, Dask, LanceDB or Chroma: bring their wheels in
+# ./.whl (skorch, skops, faiss-cpu, dask, distributed and what they need) and this script
+# installs them into the interpreter itself, not into a --target folder on PYTHONPATH: the
+# command-line tests start subprocesses with PYTHONPATH set to the checkout alone, and
+# would not see a --target folder (2026-11-27: 8 such failures, no other).  Steps 1-4
 # fit one call of a 15-minute session; the rest run only while the deadline allows.
 set -u
 DEADLINE=$((SECONDS + ${1:-540}))
@@ -20,6 +22,11 @@ RESULTS=${RESULTS:-benchmarks/results}
 PY=${PYTHON:-python3}
 mkdir -p "$LOGDIR"
 export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl \
+        >>"$LOGDIR/bench.log" 2>&1
+fi
 
 step() {  # step NAME LIMIT COMMAND...
     local name=$1 limit=$2

@@ -166,10 +166,10 @@ class LambdaOrthAligner(BaseAligner):
         Seeds the validation split, the "orthogonal" init and the minibatch order; an int
         makes fits repeatable on the CPU (CUDA kernels may still differ in the last bits).
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
-        Where to train and transform.  On CUDA each full-size minibatch step is replayed
-        from a CUDA graph recorded after three eager steps (the same kernels, without the
-        host's dispatch between them); the last, shorter batch of an epoch and
-        ``strict=True`` training run eagerly.
+        Where to train and transform.  On CUDA, a fit of more than a few dozen minibatch
+        steps replays each full-size step from a CUDA graph recorded after three eager
+        steps (the same kernels, without the host's dispatch between them); the last,
+        shorter batch of an epoch and ``strict=True`` training run eagerly.
     verbose : int, default=0
         Show a progress bar over epochs when > 0.
 

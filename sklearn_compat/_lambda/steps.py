@@ -106,10 +106,6 @@ class StepRunner:
         global last_outcome
         self.outcome = last_outcome = StepOutcome(self.X.shape[0])
 
-    @property
-    def replaying(self):
-        return self.graph is not None
-
     def _step(self, idx):
         lb = None if self.L is None else self.L[idx]
         loss, parts = self.objective(self.backward, self.forward, self.X[idx], self.Y[idx], lb)
