@@ -142,7 +142,9 @@ class StepRunner:
         # every replay writes again.
         self.optimizer.zero_grad(set_to_none=True)
         try:
-            with torch.cuda.graph(graph):
+            # "thread_local": only this thread's unsafe calls break the recording, so fits
+            # running in other threads (a threaded search) are never disturbed by it.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 self._step(self.static_idx)
         except RuntimeError as exc:  # an operation that cannot be recorded: stay eager
             self.capture = False
