@@ -49,6 +49,7 @@ ORDER = [
     "mixed_models",
     "unpaired",
     "unpaired_heldout",
+    "unpaired_ceiling",
     "gpu",
 ]
 REQUIRED = {
