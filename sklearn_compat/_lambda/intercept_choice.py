@@ -63,9 +63,9 @@ def choose_intercept(X, Y, random_state, *, rescale, device=None):
     mean_x, mean_y = mx.sum / kept, my.sum / kept
     X_held = take_rows(X, held) / (mx.peak * ux)
     Y_held = take_rows(Y, held)
+    offset_x, offset_y = mean_x - mx.shift, mean_y - my.shift
     scores = {}
     for centre in (True, False):
-        offset_x, offset_y = mean_x - mx.shift, mean_y - my.shift
         if centre:  # sum (x - mean_x)(y - mean_y)^T
             about_means = cross - kept * np.outer(offset_x, offset_y)
         else:  # sum x y^T
