@@ -503,3 +503,26 @@ def test_divergence_guard_reads_its_level_from_a_sample(rng):
         zero_map = float(Y.double().pow(2).sum(dim=1).mean())
     expected = training.DIVERGENCE_FACTOR * max(float(every), zero_map)
     assert sampled == pytest.approx(expected, rel=0.02)
+
+
+def test_intercept_choice_reads_the_moments_of_the_kept_rows_in_one_pass(rng):
+    """The one-pass moments of ``fit_intercept="auto"`` equal a direct float64 computation
+    over the kept rows, with an offset 3,000 times the spread (where the uncentred cross
+    product cancels seven digits) and rows over three chunks."""
+    from sklearn_compat._lambda.intercept_choice import _Moments, _shifted_cross
+
+    n = 150_000
+    X = (3.0 * rng.normal(size=(n, 6)) + 1e4).astype(np.float32)
+    Y = (X[:, :5] @ rng.normal(size=(5, 5)) + rng.normal(size=(n, 5))).astype(np.float32)
+    held = np.sort(rng.choice(n, 900, replace=False))
+    mx, my = _Moments(X), _Moments(Y)
+    cross = _shifted_cross(X, Y, held, mx, my, None)
+    kept = np.setdiff1d(np.arange(n), held)
+    Xk, Yk = X[kept].astype(np.float64) / mx.peak, Y[kept].astype(np.float64) / my.peak
+    mean_x, mean_y = Xk.mean(axis=0), Yk.mean(axis=0)
+    np.testing.assert_allclose(mx.sum / len(kept), mean_x, rtol=1e-12)
+    np.testing.assert_allclose(my.sum / len(kept), mean_y, rtol=1e-10, atol=1e-14)
+    assert mx.squares == pytest.approx(np.square(Xk).sum(), rel=1e-12)
+    centred = cross - len(kept) * np.outer(mean_x - mx.shift, mean_y - my.shift)
+    direct = (Xk - mean_x).T @ (Yk - mean_y)
+    np.testing.assert_allclose(centred, direct, rtol=1e-7, atol=1e-7 * np.abs(direct).max())
