@@ -47,8 +47,27 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
+def bare_step(W, b, opt, eye, xb, yb, *, lam, sharpness, cw, temperature):
+    """One Adam step of the hand-written reference on the batch ``(xb, yb)``."""
+    z = torch.addmm(b, xb, W)
+    loss = (z - yb).pow(2).sum(1).mean()
+    zn = torch.nn.functional.normalize(z, dim=1)
+    yn = torch.nn.functional.normalize(yb, dim=1)
+    logits = zn @ yn.T / temperature
+    target = torch.arange(logits.shape[0], device=z.device)
+    ce = torch.nn.functional.cross_entropy
+    loss = loss + cw * 0.5 * (ce(logits, target) + ce(logits.T, target))
+    gram = W @ W.T if W.shape[0] <= W.shape[1] else W.T @ W
+    N = torch.linalg.matrix_norm(gram - eye)
+    loss = loss + torch.sigmoid(sharpness * (N - lam)) * N
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
 def bare_loop(X, Y, *, epochs, batch_size, lr, lam, sharpness, cw, temperature, device, seed):
-    """The hand-written reference: everything inline, nothing extra."""
+    """The hand-written reference: the data as tensors, a seeded permutation per epoch,
+    :func:`bare_step` per batch, nothing extra."""
     Xt = torch.as_tensor(X, device=device)
     Yt = torch.as_tensor(Y, device=device)
     Xt = Xt / torch.linalg.vector_norm(Xt, dim=1).pow(2).mean().sqrt()
@@ -67,21 +86,8 @@ def bare_loop(X, Y, *, epochs, batch_size, lr, lam, sharpness, cw, temperature, 
         perm = torch.randperm(n, generator=gen, device=device)
         for start in range(0, n, batch_size):
             idx = perm[start : start + batch_size]
-            xb, yb = Xt[idx], Yt[idx]
-            z = torch.addmm(b, xb, W)
-            loss = (z - yb).pow(2).sum(1).mean()
-            zn = torch.nn.functional.normalize(z, dim=1)
-            yn = torch.nn.functional.normalize(yb, dim=1)
-            logits = zn @ yn.T / temperature
-            target = torch.arange(logits.shape[0], device=device)
-            ce = torch.nn.functional.cross_entropy
-            loss = loss + cw * 0.5 * (ce(logits, target) + ce(logits.T, target))
-            gram = W @ W.T if W.shape[0] <= W.shape[1] else W.T @ W
-            N = torch.linalg.matrix_norm(gram - eye)
-            loss = loss + torch.sigmoid(sharpness * (N - lam)) * N
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            bare_step(W, b, opt, eye, Xt[idx], Yt[idx], lam=lam, sharpness=sharpness, cw=cw,
+                      temperature=temperature)  # fmt: skip
     return W.detach().cpu().numpy()
 
 

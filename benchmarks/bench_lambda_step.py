@@ -20,7 +20,7 @@ import math
 
 import _common
 import torch
-from bench_lambda import bare_loop, make_data, ours
+from bench_lambda import bare_loop, bare_step, make_data, ours
 from torch.autograd import DeviceType
 
 from sklearn_compat._core.backend import resolve_device
@@ -28,7 +28,8 @@ from sklearn_compat._lambda import steps
 
 
 def kernel_seconds_per_step(X, Y, *, device, batch_size, n_steps, lam, cw, temperature):
-    """Mean summed kernel time of one bare-loop step (seconds), from the profiler."""
+    """Mean summed kernel time of one bare-loop step (:func:`bench_lambda.bare_step`, the
+    same step as the timed bare loop; seconds), from the profiler."""
     Xt = torch.as_tensor(X[: batch_size * (n_steps + 3)], device=device)
     Yt = torch.as_tensor(Y[: batch_size * (n_steps + 3)], device=device)
     d_x, d_y = Xt.shape[1], Yt.shape[1]
@@ -36,22 +37,11 @@ def kernel_seconds_per_step(X, Y, *, device, batch_size, n_steps, lam, cw, tempe
     b = torch.zeros(d_y, device=device, requires_grad=True)
     opt = torch.optim.Adam([W, b], lr=1e-3)
     eye = torch.eye(min(d_x, d_y), device=device)
-    ce = torch.nn.functional.cross_entropy
-    normalize = torch.nn.functional.normalize
 
     def step(i):
         rows = slice(i * batch_size, (i + 1) * batch_size)
-        xb, yb = Xt[rows], Yt[rows]
-        z = torch.addmm(b, xb, W)
-        loss = (z - yb).pow(2).sum(1).mean()
-        logits = normalize(z, dim=1) @ normalize(yb, dim=1).T / temperature
-        target = torch.arange(logits.shape[0], device=device)
-        loss = loss + cw * 0.5 * (ce(logits, target) + ce(logits.T, target))
-        N = torch.linalg.matrix_norm(W.T @ W - eye)
-        loss = loss + torch.sigmoid(N - lam) * N
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        bare_step(W, b, opt, eye, Xt[rows], Yt[rows], lam=lam, sharpness=1.0, cw=cw,
+                  temperature=temperature)  # fmt: skip
 
     for i in range(3):  # lazy initialisation outside the profile
         step(i)

@@ -6,7 +6,8 @@ starts on a held-out slice carries the evidence for the bias at the cost of two 
 ``d_x x d_y`` cross product, where training both settings cost more than the fit itself;
 and it reads the rows alone, never ``lam``, so every fit of a search over ``lam`` on the
 same rows makes the same choice.  Both starts come from one pass over the rows (the column
-sums, the sums of squares and one cross product), on the GPU when the fit runs there.
+sums, the sums of squares and one cross product), on the GPU when the fit runs there, after
+each side's peak is read from its stored values.
 """
 
 import numpy as np
