@@ -10,12 +10,13 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._core import holdout
 from ._core import unpaired as _u
 from ._core.backend import apply_affine, checked_input, one_line_errors, resolve_device
 from ._core.base import BaseAligner
 from ._core.validation import FLOAT_DTYPES, pick_target
 from .exceptions import UnreliableAlignmentWarning
-from .procrustes import procrustes_from_cross
+from .procrustes import OrthogonalProcrustesAligner
 
 __all__ = ["UnpairedProcrustesAligner"]
 
@@ -61,8 +62,10 @@ class UnpairedProcrustesAligner(BaseAligner):
        neighbour under CSLS (which demotes "hub" rows) become the dictionary, the map is
        refitted by Procrustes on it plus the seed pairs, and the two steps repeat until
        the dictionary settles.
-    3. The map itself is centred Procrustes on the final dictionary's raw rows (seed pairs
-       included), as :class:`OrthogonalProcrustesAligner` would fit it from those pairs.
+    3. The map itself is :class:`OrthogonalProcrustesAligner` fitted on the final
+       dictionary's raw rows (seed pairs included), centring and scale chosen by its
+       ``"auto"`` rule (held-out retrieval on those pairs) from 100 pairs on,
+       ``center=True, scale="spread"`` below.
 
     No true pairs are needed to judge the result: a random fifth of X's rows is kept out
     of every dictionary, and ``mutual_share_`` is the share of those held-out rows that are
@@ -118,13 +121,18 @@ class UnpairedProcrustesAligner(BaseAligner):
         The orthogonal map (orthonormal rows when d_x <= d_y, orthonormal columns
         otherwise), float64.
     mean_x_ : ndarray of shape (n_features_in_,)
-        Column means of X's matched rows (the final dictionary's, seed pairs included).
+        Column means of X's matched rows (the final dictionary's, seed pairs included;
+        zeros when the final map is not centred).
     mean_y_ : ndarray of shape (n_targets_,)
-        Column means of Y's matched rows.
+        Column means of Y's matched rows (zeros when not centred).
     scale_ : float
-        ``sqrt(sum ||Y_d - mean_y_||^2 / sum ||X_d - mean_x_||^2)`` over the matched
-        rows: mapped rows spread around Y's mean as much as Y's own rows (as
-        :class:`OrthogonalProcrustesAligner`'s ``scale="spread"``).
+        Isotropic scale of the map (see :class:`OrthogonalProcrustesAligner`'s
+        ``scale``).
+    center_ : bool
+        Whether the final map is centred.
+    scale_mode_ : {"spread", True, False}
+        The final map's scale setting: what :class:`OrthogonalProcrustesAligner`'s
+        ``"auto"`` chose on the final dictionary, or ``"spread"`` below 100 matched pairs.
     matches_ : ndarray of shape (n_matches, 2)
         The pairs of rows that are each other's CSLS nearest neighbour under the
         self-learned map, as ``(row of X, row of Y)``, best CSLS first (held-out rows
@@ -176,6 +184,9 @@ class UnpairedProcrustesAligner(BaseAligner):
 
     .. versionchanged:: 0.1.0
        Starts that no candidate clearly aligns get stochastic dictionary induction.
+       The final map chooses its centring and scale as
+       :class:`OrthogonalProcrustesAligner` does (it was always centred with
+       ``scale="spread"``).
 
     References
     ----------
@@ -325,29 +336,33 @@ class UnpairedProcrustesAligner(BaseAligner):
         return self
 
     def _fit_final_map(self, X, Y, dictionary, W):
-        """The map itself: centred Procrustes on the final dictionary's raw rows.
+        """The map itself: supervised Procrustes on the final dictionary's raw rows.
 
         Self-learning matched rows in the common form, each side centred on its own mean;
         when the two sides hold different items (a subset, other documents) those means
-        differ by more than the rotation.  The final map is therefore the supervised one
-        on the induced pairs (seed pairs included), as
-        :class:`~sklearn_compat.OrthogonalProcrustesAligner` with ``center=True,
-        scale="spread"`` would fit it; without any pair it keeps the self-learned map
-        and the means of all rows.
+        differ by more than the rotation, and spaces with a large common offset need the
+        centring and scale chosen by retrieval.  The final map is therefore
+        :class:`~sklearn_compat.OrthogonalProcrustesAligner` with its ``"auto"`` settings
+        fitted on the induced pairs (seed pairs included); below its 100 rows, or without
+        any pair, ``center=True, scale="spread"`` (the self-learned map and the means of
+        all rows when there is no pair).
         """
         if len(dictionary) == 0:
-            Xd, Yd = X, Y
-        else:
-            Xd, Yd = X[dictionary[:, 0]], Y[dictionary[:, 1]]
-        self.mean_x_ = Xd.mean(axis=0, dtype=np.float64)
-        self.mean_y_ = Yd.mean(axis=0, dtype=np.float64)
-        Xc, Yc = Xd - self.mean_x_, Yd - self.mean_y_
-        if len(dictionary) == 0:
+            self.mean_x_ = X.mean(axis=0, dtype=np.float64)
+            self.mean_y_ = Y.mean(axis=0, dtype=np.float64)
+            spread_x = np.sum((X - self.mean_x_) ** 2)
+            spread_y = np.sum((Y - self.mean_y_) ** 2)
             self.W_ = W.double().cpu().numpy()
-        else:
-            self.W_ = procrustes_from_cross(Xc.T @ Yc)[0]
-        spread_x, spread_y = np.sum(Xc**2), np.sum(Yc**2)
-        self.scale_ = float(np.sqrt(spread_y / spread_x)) if spread_x > 0 else 1.0
+            self.scale_ = float(np.sqrt(spread_y / spread_x)) if spread_x > 0 else 1.0
+            self.center_, self.scale_mode_ = True, "spread"
+            return
+        settings = "auto" if len(dictionary) >= holdout.MIN_ROWS else None
+        final = OrthogonalProcrustesAligner(
+            center=settings or True, scale=settings or "spread", device=self.device
+        ).fit(X[dictionary[:, 0]], Y[dictionary[:, 1]])
+        self.W_, self.scale_ = final.W_, final.scale_
+        self.mean_x_, self.mean_y_ = final.mean_x_, final.mean_y_
+        self.center_, self.scale_mode_ = final.center_, final.scale_mode_
 
     def _self_learn(self, Xs, Ys, W, held, seeds, n_iter, *, stochastic=None):
         """Self-learning with the rows ``held`` left out of the dictionary, preceded by

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import ortho_group
 
-from sklearn_compat import UnpairedProcrustesAligner
+from sklearn_compat import OrthogonalProcrustesAligner, UnpairedProcrustesAligner
 from sklearn_compat.exceptions import UnreliableAlignmentWarning
 
 
@@ -81,6 +81,28 @@ def test_seed_pairs_pull_the_map_where_the_rows_give_no_signal():
     seeded = UnpairedProcrustesAligner(**params).fit(X, Y, pairs=pairs)
     blind = UnpairedProcrustesAligner(**params).fit(X, Y)
     assert seeded.score(X[:40], Y[100:140]) > 0.5 > blind.score(X[:40], Y[100:140]) + 0.3
+
+
+def test_final_map_is_procrustes_with_auto_settings_on_the_induced_pairs():
+    # Y far from its origin (a large common offset, as in bag-of-words spaces): the final
+    # map takes its centring and scale from OrthogonalProcrustesAligner's held-out choice
+    # on the pairs self-learning induced, seed pairs first.
+    X = clustered(600, 16, seed=6)
+    Q = ortho_group.rvs(16, random_state=7)
+    order = np.random.default_rng(8).permutation(600)
+    noise = 0.05 * np.random.default_rng(9).normal(size=(600, 16))
+    Y = (0.4 * X @ Q + 6.0 + noise)[order]
+    position = np.argsort(order)
+    pairs = np.stack([np.arange(20), position[:20]], axis=1)
+    aligner = fit_quietly(UnpairedProcrustesAligner(random_state=0), X, Y, pairs=pairs)
+    dictionary = np.concatenate([pairs, aligner.matches_])
+    assert len(dictionary) >= 100
+    reference = OrthogonalProcrustesAligner().fit(X[dictionary[:, 0]], Y[dictionary[:, 1]])
+    np.testing.assert_allclose(aligner.W_, reference.W_, atol=1e-12)
+    assert aligner.scale_ == pytest.approx(reference.scale_, rel=1e-12)
+    np.testing.assert_allclose(aligner.mean_y_, reference.mean_y_, atol=1e-12)
+    assert (aligner.center_, aligner.scale_mode_) == (reference.center_, reference.scale_mode_)
+    assert aligner.score(X, Y[position]) > 0.95
 
 
 def test_same_random_state_gives_the_same_fit():
