@@ -198,7 +198,8 @@ def _write(args, rows):
         f"{args.rows} training items per pair, paired top-1 on the pair's test split; "
         f"torch threads {args.threads} on a shared box (other jobs running: seconds are "
         "indicative only). Held-aside pairs (names starting "
-        f"{', '.join(args.heldout)}) were not looked at while the estimator was designed. "
+        f"{', '.join(args.heldout)}) were kept out of the estimator's design (the user "
+        "guide says which of their runs later informed a change). "
         f"Runs breaking the warning rule (< 0.5 of supervised without a warning, or >= 0.9 "
         f"with one): {len(broken)}."
     )

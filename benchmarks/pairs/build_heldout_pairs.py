@@ -26,6 +26,16 @@ stitching rule that the first set suggested), on model pairs that no pair above 
 - ``heldout_b_gloss_wordllama_glovebow``: WordLlama (new) -> GloVe bag-of-words (old),
   glosses.
 
+A third set, ``heldout_c_*`` (seed 37), was built on 2026-11-27, after a held-aside run
+of :class:`~sklearn_compat.UnpairedProcrustesAligner` had led to a change of its final
+map: a blind check of that change on fresh samples, the two directions and corpora of
+the GloVe bag-of-words / WordLlama pairing that ``heldout_b_`` does not have:
+
+- ``heldout_c_gloss_glovebow_wordllama``: GloVe bag-of-words (new) -> WordLlama (old),
+  glosses;
+- ``heldout_c_example_wordllama_glovebow``: WordLlama (new) -> GloVe bag-of-words (old),
+  usage examples.
+
 Same builder venv as ``build_pairs.py`` (about a minute a pair on two cores).
 """
 
@@ -45,6 +55,7 @@ import build_pairs as bp  # noqa: E402
 
 SEED = 11
 SEED_B = 23
+SEED_C = 37
 WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 
@@ -99,6 +110,30 @@ PAIRS = {
         "glovebow",
         SEED_B,
     ),
+    "heldout_c_gloss_glovebow_wordllama": lambda: bp.text_pair(
+        "heldout_c_gloss_glovebow_wordllama",
+        "glosses",
+        5000,
+        4000,
+        "glovebow",
+        "wordllama",
+        SEED_C,
+    ),
+    "heldout_c_example_wordllama_glovebow": lambda: bp.text_pair(
+        "heldout_c_example_wordllama_glovebow",
+        "examples",
+        5000,
+        4000,
+        "wordllama",
+        "glovebow",
+        SEED_C,
+    ),
+}
+
+HELD_ASIDE = {
+    "heldout_b_": "second set, built after the first had been measured (issue 22)",
+    "heldout_c_": "third set, built after UnpairedProcrustesAligner's final map was "
+    "changed on a held-aside run (issue 35)",
 }
 
 
@@ -113,10 +148,9 @@ def main(argv=None):
         if args.only and not any(part in name for part in args.only):
             continue
         d = build()
-        d["meta"]["held_aside"] = (
-            "second set, built after the first had been measured (issue 22)"
-            if name.startswith("heldout_b_")
-            else "built after the default rule was fixed (issue 22)"
+        d["meta"]["held_aside"] = next(
+            (text for prefix, text in HELD_ASIDE.items() if name.startswith(prefix)),
+            "built after the default rule was fixed (issue 22)",
         )
         path = bp.save(args.out, name, d)
         bp.log(f"[{name}] X {d['X'].shape} Y {d['Y'].shape} -> {path}")
