@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-MAX_LINES = 600
+# The page stays short enough to read through; 620 since the unpaired benchmark's third
+# held-aside set (eight rows).
+MAX_LINES = 620
 
 
 def _load(name):
