@@ -356,10 +356,12 @@ class UnpairedProcrustesAligner(BaseAligner):
             self.scale_ = float(np.sqrt(spread_y / spread_x)) if spread_x > 0 else 1.0
             self.center_, self.scale_mode_ = True, "spread"
             return
-        settings = "auto" if len(dictionary) >= holdout.MIN_ROWS else None
-        final = OrthogonalProcrustesAligner(
-            center=settings or True, scale=settings or "spread", device=self.device
-        ).fit(X[dictionary[:, 0]], Y[dictionary[:, 1]])
+        if len(dictionary) >= holdout.MIN_ROWS:
+            center, scale = "auto", "auto"
+        else:
+            center, scale = True, "spread"
+        final = OrthogonalProcrustesAligner(center=center, scale=scale, device=self.device)
+        final.fit(X[dictionary[:, 0]], Y[dictionary[:, 1]])
         self.W_, self.scale_ = final.W_, final.scale_
         self.mean_x_, self.mean_y_ = final.mean_x_, final.mean_y_
         self.center_, self.scale_mode_ = final.center_, final.scale_mode_
