@@ -139,6 +139,11 @@ def main(argv=None):
         help="name prefixes of the pairs kept aside while the estimator was designed "
         "(reported in their own table)",
     )
+    parser.add_argument(
+        "--title",
+        default="UnpairedProcrustesAligner: alignment without pairs",
+        help="the results page's heading for this run",
+    )
     add_threads_argument(parser, default=1)
     add_json_arguments(parser, "unpaired")
     args = parser.parse_args(argv)
@@ -203,7 +208,7 @@ def _write(args, rows):
         f"Runs breaking the warning rule (< 0.5 of supervised without a warning, or >= 0.9 "
         f"with one): {len(broken)}."
     )
-    title = "UnpairedProcrustesAligner: alignment without pairs"
+    title = args.title
     if not rows["design"]:
         title += " (held-aside pairs)"
     write_results(args, "unpaired", title, tables, notes=notes)

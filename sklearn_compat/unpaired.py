@@ -52,8 +52,9 @@ class UnpairedProcrustesAligner(BaseAligner):
        depends on how the k-means partitions happen to fall, so it is tried from
        ``n_init`` random restarts in both directions (an orthogonal map's inverse is its
        transpose); with seed pairs, their own Procrustes map is one more candidate.  Each
-       candidate is refined by self-learning on a sample and scored by the confidence
-       below; the search stops early once a candidate is clearly aligned.  Otherwise the
+       candidate is refined by self-learning from a sample of X's rows onto every row of
+       Y in use, and scored by the confidence below; the search stops early once a
+       candidate is clearly aligned.  Otherwise the
        three best candidates are refined again with vecmap's stochastic dictionary
        induction (each similarity kept only with a probability that starts at 0.1 and
        doubles whenever the objective stalls, so that the dictionary can leave the
@@ -101,12 +102,18 @@ class UnpairedProcrustesAligner(BaseAligner):
     csls_k : int, default=10
         Neighbourhood size of CSLS's hubness correction.
     start_rows : int, default=2000
-        Rows sampled from each side for the starts and for comparing candidates (each
-        candidate costs a few self-learning rounds on them).
+        Rows of X sampled for the starts and for comparing candidates (each candidate
+        costs a few self-learning rounds from them onto every row of Y in use; the
+        sorted-profile start also samples as many rows of Y).  Only X is sampled so
+        that, when the two sides hold the same items, every sampled row keeps its
+        partner.
     max_rows : int, default=10000
         Rows of each side used in self-learning (a random sample when a side has more);
         each round costs a few ``max_rows``-square similarity passes.  The map is then
-        applied to every row.
+        applied to every row.  The two sides are sampled independently: when both hold
+        the same ``n`` items, only about ``max_rows / n`` of the sampled rows keep their
+        partner, and the fit tends towards the harder disjoint case; raise it to cover
+        every row where time allows.
     min_confidence : float, default=0.15
         ``fit`` warns when ``confidence_`` is below this.  0 never warns.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
@@ -187,6 +194,9 @@ class UnpairedProcrustesAligner(BaseAligner):
        The final map chooses its centring and scale as
        :class:`OrthogonalProcrustesAligner` does (it was always centred with
        ``scale="spread"``).
+       Candidate starts are refined from the sample of X onto every row of Y in use, not
+       onto an independent sample of Y, which left same-item sides larger than
+       ``start_rows`` sharing few of their sampled items.
 
     References
     ----------
@@ -389,8 +399,9 @@ class UnpairedProcrustesAligner(BaseAligner):
         return W, stochastic_rounds + rounds
 
     def _start(self, Xw, Yw, held, seeds, rng, generator):
-        """The starting map: of the candidate starts, each refined by self-learning on a
-        sample, the one whose map finds mutual partners for the most held-out rows.
+        """The starting map: of the candidate starts, each refined by self-learning from a
+        sample of X's rows onto all of Y's, the one whose map finds mutual partners for
+        the most held-out rows.
 
         Returns ``(W, label, scores)``."""
         n = min(len(Xw), len(Yw), self.start_rows)
@@ -403,13 +414,18 @@ class UnpairedProcrustesAligner(BaseAligner):
         sample_seeds = None
         if seeds is not None:
             sample_seeds = torch.as_tensor(
-                np.stack([np.searchsorted(sx, kept[:, 0]), np.searchsorted(sy, kept[:, 1])], 1),
+                np.stack([np.searchsorted(sx, kept[:, 0]), kept[:, 1]], 1),
                 device=Xw.device,
             )
+        # Candidates are refined and compared from the sample of X onto every working row
+        # of Y, never onto a sample of Y: when the two sides hold the same items, two
+        # independent samples share only a fraction of them (a fifth, for samples of a
+        # fifth), and the start then faces the much harder disjoint problem.  The sampled
+        # rows of X all keep their partners among Y's rows.
         scores, refined = {}, {}
         for label, make in self._candidates(A, B, Xw, Yw, seeds, rng, generator):
-            W, _ = self._self_learn(A, B, make(), sample_held, sample_seeds, self.max_iter)
-            scores[label] = _u.heldout_share(A, B, W, sample_held, self.csls_k)
+            W, _ = self._self_learn(A, Yw, make(), sample_held, sample_seeds, self.max_iter)
+            scores[label] = _u.heldout_share(A, Yw, W, sample_held, self.csls_k)
             refined[label] = W
             if scores[label] >= _CLEARLY_ALIGNED:
                 return W, label, scores  # not beaten by enough to pay for more
@@ -420,11 +436,11 @@ class UnpairedProcrustesAligner(BaseAligner):
         )
         for label in sorted(scores, key=scores.get, reverse=True)[:_STOCHASTIC_CANDIDATES]:
             W, _ = self._self_learn(
-                A, B, refined[label], sample_held, sample_seeds, self.max_iter,
+                A, Yw, refined[label], sample_held, sample_seeds, self.max_iter,
                 stochastic=dropout,
             )  # fmt: skip
             tried = f"{label} + stochastic"
-            scores[tried] = _u.heldout_share(A, B, W, sample_held, self.csls_k)
+            scores[tried] = _u.heldout_share(A, Yw, W, sample_held, self.csls_k)
             refined[tried] = W
             if scores[tried] >= _CLEARLY_ALIGNED:
                 break
@@ -444,8 +460,10 @@ class UnpairedProcrustesAligner(BaseAligner):
                 for forward in (True, False):
                     arrow = "X->Y" if forward else "Y->X"
 
+                    # The sampled side onto all of the other side's working rows,
+                    # whose partners it then all has (see _start).
                     def make(forward=forward):
-                        P, Q = (A, B) if forward else (B, A)
+                        P, Q = (A, Yw) if forward else (B, Xw)
                         W = _u.cluster_match_start(
                             P, Q, n_clusters=n_clusters, rng=rng, generator=generator
                         )

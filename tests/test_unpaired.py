@@ -121,8 +121,10 @@ def test_same_random_state_gives_the_same_fit():
 
 
 def test_warns_on_unrelated_spaces():
+    # 1,000 rows: on a few hundred, the held-out fifth is small enough for the mutual
+    # share of unrelated spaces to land above chance by a tenth or more.
     rng = np.random.default_rng(10)
-    X, Y = rng.normal(size=(400, 16)), rng.normal(size=(300, 12))
+    X, Y = rng.normal(size=(1000, 16)), rng.normal(size=(800, 12))
     with pytest.warns(UnreliableAlignmentWarning, match=r"confidence_=0\.\d+ .*pairs="):
         aligner = UnpairedProcrustesAligner(random_state=0).fit(X, Y)
     assert aligner.confidence_ < aligner.min_confidence
@@ -155,6 +157,21 @@ def test_cluster_start_recovers_a_noisy_rotation_from_shuffled_rows():
     assert np.abs(aligner.W_ - Q).max() < 0.05
     i, j = aligner.matches_.T
     assert np.mean(order[j] == i) > 0.95
+
+
+def test_start_sample_keeps_its_partners_when_the_sides_exceed_start_rows():
+    # 1,000 shuffled rows per side, candidates compared on 200 of X's. Refined onto all of
+    # Y's rows, every sampled row has its partner, and the first cluster start is clearly
+    # right (every held-out row of the sample finds it). Refined onto an independent
+    # sample of 200 of Y's rows, only a fifth would, and no candidate would stand out.
+    rng = np.random.default_rng(5)
+    X = clustered(1000, 24, seed=5)
+    Q = ortho_group.rvs(24, random_state=5)
+    Y = (X @ Q + 0.1 * rng.normal(size=X.shape))[rng.permutation(1000)]
+    aligner = fit_quietly(UnpairedProcrustesAligner(start_rows=200, random_state=0), X, Y)
+    assert max(aligner.start_scores_.values()) == 1.0
+    assert aligner.init_ == "cluster_match (X->Y, 0)"  # the search stopped there
+    assert np.abs(aligner.W_ - Q).max() < 0.05
 
 
 def test_stochastic_induction_brings_home_starts_that_mutual_self_learning_loses(
