@@ -49,6 +49,7 @@ ORDER = [
     "mixed_models",
     "unpaired",
     "unpaired_heldout",
+    "unpaired_large",
     "unpaired_ceiling",
     "gpu",
 ]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-# The page stays short enough to read through; 620 since the unpaired benchmark's third
-# held-aside set (eight rows).
-MAX_LINES = 620
+# The page stays short enough to read through; 640 since the unpaired benchmark's run on
+# 16,000 glosses (a table of its own, issue 35).
+MAX_LINES = 640
 
 
 def _load(name):
