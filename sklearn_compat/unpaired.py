@@ -54,11 +54,11 @@ class UnpairedProcrustesAligner(BaseAligner):
        transpose); with seed pairs, their own Procrustes map is one more candidate.  Each
        candidate is refined by self-learning from a sample of X's rows onto every row of
        Y in use, and scored by the confidence below; the search stops early once a
-       candidate is clearly aligned.  Otherwise the
-       three best candidates are refined again with vecmap's stochastic dictionary
-       induction (each similarity kept only with a probability that starts at 0.1 and
-       doubles whenever the objective stalls, so that the dictionary can leave the
-       matches a weak start favours), and the best of all is kept.
+       candidate is clearly aligned.  Otherwise the three best candidates are refined
+       again with vecmap's stochastic dictionary induction (each similarity kept only
+       with a probability that starts at 0.1 and doubles whenever the objective stalls,
+       so that the dictionary can leave the matches a weak start favours), and the best
+       of all is kept.
     2. Self-learning (Conneau et al., ICLR 2018): the rows that are each other's nearest
        neighbour under CSLS (which demotes "hub" rows) become the dictionary, the map is
        refitted by Procrustes on it plus the seed pairs, and the two steps repeat until
@@ -102,11 +102,11 @@ class UnpairedProcrustesAligner(BaseAligner):
     csls_k : int, default=10
         Neighbourhood size of CSLS's hubness correction.
     start_rows : int, default=2000
-        Rows of X sampled for the starts and for comparing candidates (each candidate
-        costs a few self-learning rounds from them onto every row of Y in use; the
-        sorted-profile start also samples as many rows of Y).  Only X is sampled so
-        that, when the two sides hold the same items, every sampled row keeps its
-        partner.
+        Rows sampled from each side for the starts.  Each start maps one side's sample
+        onto every row of the other side in use (the sorted-profile start compares the
+        two samples), and candidates are refined and compared from X's sample onto all
+        of Y's rows in use, a few self-learning rounds each: when the two sides hold the
+        same items, every sampled row keeps its partner.
     max_rows : int, default=10000
         Rows of each side used in self-learning (a random sample when a side has more);
         each round costs a few ``max_rows``-square similarity passes.  The map is then
