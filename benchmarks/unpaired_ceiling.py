@@ -94,9 +94,9 @@ def partitions(X, Y, counts, seed=0):
         cells = []
         for other in (again, U.unit_rows(there @ W.T)):
             cosines = (here @ other.T).numpy()
-            rows_, columns = linear_sum_assignment(-cosines)
-            cells.append(round(float(cosines[rows_, columns].mean()), 3))
-        truth = linear_sum_assignment(-(here @ U.unit_rows(there @ W.T).T).numpy())[1]
+            rows_, truth = linear_sum_assignment(-cosines)
+            cells.append(round(float(cosines[rows_, truth].mean()), 3))
+        # truth: the last assignment, X's centroids to Y's through the true map
         guess = U.match_centroids(here, there, np.random.RandomState(seed)).cpu().numpy()
         rows.append([count, *cells, f"{int((guess == truth).sum())} / {count}"])
         print("partitions", rows[-1], flush=True)
