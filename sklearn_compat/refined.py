@@ -213,6 +213,10 @@ class RefinedProcrustesAligner(BaseAligner):
         self.n_refinements_ = rounds
         return self
 
+    def _affine_map(self):
+        """The last round's map as ``(A, b)`` (exports; ``transform`` delegates to it)."""
+        return self.estimator_._affine_map()
+
     def _maps_unit_rows(self):
         """Whether the last round's map works on unit rows (see AlignedNeighbors)."""
         return bool(getattr(self.estimator_, "_maps_unit_rows", lambda: False)())

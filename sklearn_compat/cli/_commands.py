@@ -483,11 +483,43 @@ def _write_report(model, X, Y, labels, args, evaluated_on):
 def run_export(args):
     from ..io import export_map
 
+    if args.format == "sentence-transformers":
+        return _export_sentence_transformers(args)
+    if args.encoder is not None or args.normalize_input:
+        raise InputError(
+            "--encoder and --normalize-input apply to --format sentence-transformers only"
+        )
     _check_output(args.output, args.force, inputs=(args.model,))
     model = load_model(args.model, trust=args.trust)
     path = export_map(model, args.output, format=args.format, force=args.force)
     width_in, width_out = _model_width(model, args.model), getattr(model, "n_targets_", "?")
     _log(f"exported {type(model).__name__} ({width_in} -> {width_out}) as {args.format}: {path}")
+    return 0
+
+
+def _export_sentence_transformers(args):
+    from ..io import linear_form
+    from ..io._st_export import read_modules, write_sentence_transformers
+
+    if args.encoder is None:
+        raise InputError(
+            "--format sentence-transformers needs --encoder DIR, the sentence-transformers "
+            "folder of the model the map was fitted on"
+        )
+    read_modules(args.encoder)  # a wrong folder fails before the model is loaded
+    model = load_model(args.model, trust=args.trust)
+    W, b = linear_form(model)
+    path, info = write_sentence_transformers(
+        W, b, args.encoder, args.output, force=args.force, normalize_input=args.normalize_input
+    )
+    where = "after the encoder's Normalize" if info["encoder_normalizes"] else "after its pooling"
+    if args.normalize_input:
+        where = "after a Normalize module added before it"
+    _log(
+        f"exported {type(model).__name__} into {args.encoder} as sentence-transformers: {path} "
+        f"encodes {info['out_features']}-d vectors in the old space (a {info['in_features']} "
+        f"-> {info['out_features']} Dense module {where})"
+    )
     return 0
 
 

@@ -77,7 +77,10 @@ FILES = {
         ),
         (("--output", _option("output")),),
     ),
-    "export": ((("--model", _option("model")),), (("--output", _option("output")),)),
+    "export": (
+        (("--model", _option("model")), ("--encoder", _option("encoder"))),
+        (("--output", _option("output")),),
+    ),
     "inspect": ((("--model", _option("model")),), ()),
     # rollback restores a version inside the table it names: no file is written beside it.
     "rollback": ((("--table", _option("table")),), ()),

@@ -436,12 +436,30 @@ def _add_export(sub, parents):
     ex = sub.add_parser(
         "export",
         parents=[parents["common"], parents["model"]],
-        help="write MODEL's linear map for a serving stack (npz, FAISS, ONNX)",
+        help="write MODEL's linear map for a serving stack (npz, FAISS, ONNX, "
+        "sentence-transformers)",
         description="npz: arrays W and b with y = x @ W + b; faiss: a LinearTransform to "
-        "wrap an index of old embeddings (IndexPreTransform); onnx: a MatMul + Add graph.",
+        "wrap an index of old embeddings (IndexPreTransform); onnx: a MatMul + Add graph; "
+        "sentence-transformers: a copy of the new model's folder (--encoder) with the map "
+        "appended as a Dense module, whose encode() returns vectors in the old space.",
     )
-    ex.add_argument("--format", required=True, choices=("npz", "faiss", "onnx"))
-    ex.add_argument("--output", required=True, metavar="FILE")
+    ex.add_argument(
+        "--format", required=True, choices=("npz", "faiss", "onnx", "sentence-transformers")
+    )
+    ex.add_argument("--output", required=True, metavar="FILE|DIR")
+    ex.add_argument(
+        "--encoder",
+        metavar="DIR",
+        help="sentence-transformers only (required there): the folder of the model whose "
+        "embeddings MODEL maps (as written by SentenceTransformer.save); it is only read",
+    )
+    ex.add_argument(
+        "--normalize-input",
+        action="store_true",
+        help="sentence-transformers only: normalise the encoder's vectors before the map "
+        "(for a map fitted on encode(normalize_embeddings=True) of an encoder without "
+        "its own Normalize module)",
+    )
     _add_force(ex, "an existing output")
 
 

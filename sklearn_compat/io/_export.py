@@ -1,4 +1,4 @@
-"""Exporting a fitted linear map to where queries run: numpy ``.npz``, FAISS, ONNX.
+"""Exporting a fitted linear map to where queries run: numpy, FAISS, ONNX, sentence-transformers.
 
 Every linear aligner's ``transform`` is ``x @ W + b`` once centring, scale and intercept
 are folded in (:func:`linear_form`).  That pair is all a query path needs, so it is
@@ -12,7 +12,10 @@ written in the format the serving side already speaks:
   queries search the old index;
 - ``onnx``: a graph ``y = MatMul(x, W) + b`` on float32 input named ``x`` of shape
   (batch, d_x), output ``y`` (batch, d_y), default ONNX domain opset 13 (IR version 7), so
-  any onnxruntime since 1.8 runs it.
+  any onnxruntime since 1.8 runs it;
+- ``sentence-transformers``: a copy of the new model's sentence-transformers folder with
+  the map appended as a ``Dense`` module, so the model itself encodes into the old space
+  (see ``_st_export``).
 """
 
 import numpy as np
@@ -21,7 +24,17 @@ from ._write import AtomicOutput
 
 __all__ = ["EXPORT_FORMATS", "ONNX_OPSET", "aligned_faiss_index", "export_map", "linear_form"]
 
-EXPORT_FORMATS = ("npz", "faiss", "onnx")
+EXPORT_FORMATS = ("npz", "faiss", "onnx", "sentence-transformers")
+# The estimators whose fitted map is x @ W + b (named when another one is refused).
+AFFINE_ESTIMATORS = (
+    "OrthogonalProcrustesAligner",
+    "AffineAligner",
+    "LambdaOrthAligner",
+    "LambdaOrthAlignerCV",
+    "RefinedProcrustesAligner",
+    "UnpairedProcrustesAligner",
+    "WhitenedProcrustesAligner (normalize=False)",
+)
 # MatMul and Add are unchanged since opset 13; IR version 7 is what opset 13 shipped with.
 ONNX_OPSET = 13
 _ONNX_IR_VERSION = 7
@@ -36,8 +49,10 @@ def linear_form(model):
     Parameters
     ----------
     model : fitted aligner
-        ``OrthogonalProcrustesAligner``, ``AffineAligner``, ``LambdaOrthAligner`` or
-        ``LambdaOrthAlignerCV`` (any estimator whose map is affine).
+        ``OrthogonalProcrustesAligner``, ``AffineAligner``, ``LambdaOrthAligner``,
+        ``LambdaOrthAlignerCV``, ``RefinedProcrustesAligner``,
+        ``UnpairedProcrustesAligner`` or ``WhitenedProcrustesAligner(normalize=False)``
+        (the estimators whose map is affine).
 
     Returns
     -------
@@ -65,16 +80,17 @@ def linear_form(model):
 
     affine_map = getattr(model, "_affine_map", None)
     name = type(model).__name__
+    refused = TypeError(
+        f"{name} has no linear form (its transform is not x @ W + b); only the affine "
+        f"aligners can be exported: {', '.join(AFFINE_ESTIMATORS)}."
+    )
     if affine_map is None:
-        raise TypeError(
-            f"{name} has no linear form (its transform is not x @ W + b); only the linear "
-            "aligners (Procrustes, affine, lambda-orthogonal) can be exported as a matrix."
-        )
+        raise refused
     check_is_fitted(model)
     try:
         W, b = affine_map()
     except NotImplementedError:
-        raise TypeError(f"{name} has no linear form (its transform is not x @ W + b).") from None
+        raise refused from None
     W = np.array(W, dtype=np.float64)
     b = np.array(b, dtype=np.float64).reshape(-1)
     _check_transform_is_affine(model, W, b)
@@ -103,11 +119,12 @@ def _check_transform_is_affine(model, W, b):
         raise TypeError(
             f"{type(model).__name__} has no linear form with these parameters: its transform "
             "is not x @ W + b (it normalises rows or has a nonlinear part), so exporting the "
-            "matrix alone would change its answers."
+            "matrix alone would change its answers; the affine aligners are "
+            f"{', '.join(AFFINE_ESTIMATORS)}."
         )
 
 
-def export_map(model, path, format="npz", *, force=False):
+def export_map(model, path, format="npz", *, force=False, encoder=None, normalize_input=False):
     """Write a fitted aligner's map for a serving stack; returns the path written.
 
     Parameters
@@ -115,17 +132,58 @@ def export_map(model, path, format="npz", *, force=False):
     model : fitted aligner
         A model with a linear form (see :func:`linear_form`).
     path : str or path-like
-        Destination; written atomically (whole or not at all).
-    format : {"npz", "faiss", "onnx"}, default="npz"
+        Destination file (a folder for ``"sentence-transformers"``); written atomically
+        (whole or not at all).
+    format : {"npz", "faiss", "onnx", "sentence-transformers"}, default="npz"
         ``"npz"``: arrays ``W`` and ``b`` (float64); ``"faiss"``: a
         ``faiss.LinearTransform`` (needs ``faiss-cpu``, extra ``faiss``); ``"onnx"``: a
-        MatMul + Add graph, opset 13, float32 input ``x`` (needs ``onnx``, extra ``onnx``).
+        MatMul + Add graph, opset 13, float32 input ``x`` (needs ``onnx``, extra ``onnx``);
+        ``"sentence-transformers"``: a copy of the ``encoder`` folder with the map
+        appended as a ``Dense`` module (weight ``W.T``, bias ``b``, float32, identity
+        activation) after all of the encoder's modules, its ``Normalize`` included, so
+        that ``SentenceTransformer(path).encode(texts)`` equals
+        ``model.transform(SentenceTransformer(encoder).encode(texts))``.  Plain
+        sentence-transformers loads it (no custom code, no ``trust_remote_code``; the
+        weights are a ``model.safetensors``); no ``Normalize`` follows the map (see
+        Notes).  Needs ``sentence-transformers`` (extra ``sentence-transformers``).
     force : bool, default=False
-        Replace an existing file.
+        Replace an existing file (or folder).
+    encoder : str or path-like, default=None
+        ``"sentence-transformers"`` only, and required there: the folder of the model
+        whose embeddings the map was fitted on (the new model), as written by
+        ``SentenceTransformer.save``.  It is only read; the export may not lie inside it.
+    normalize_input : bool, default=False
+        ``"sentence-transformers"`` only: put a ``Normalize`` module before the map, for
+        a map fitted on ``encode(..., normalize_embeddings=True)`` output of an encoder
+        that does not end in ``Normalize`` itself.  False: the map receives exactly
+        what the encoder's ``encode`` returns.
 
     Returns
     -------
     pathlib.Path
+
+    Raises
+    ------
+    TypeError
+        When the model has no linear form (the affine aligners are listed in the
+        message).
+    ValueError
+        An unknown format, ``encoder`` missing or given for a file format; for
+        ``"sentence-transformers"`` (as :class:`~sklearn_compat.exceptions.InputError`):
+        an ``encoder`` that is not a sentence-transformers folder or that outputs
+        vectors of another width than the map takes, an existing ``path`` without
+        ``force``, or a ``path`` inside the encoder's folder.
+
+    Notes
+    -----
+    The map goes after the encoder's ``Normalize`` because it was fitted on the vectors
+    the encoder returns, which are unit vectors when the encoder normalises.  The mapped
+    vectors are not normalised again, as ``transform`` does not normalise them: cosine
+    search, and inner-product or L2 search of a unit-normalised old index, rank the
+    same neighbours whatever a query's own length.  Pass ``normalize_embeddings=True``
+    to ``encode`` where a store wants unit queries.  Before the folder is moved into
+    place, it is loaded back with sentence-transformers and must reproduce the map on a
+    few probe sentences; the encoder is loaded on the CPU from local files only.
 
     Examples
     --------
@@ -145,6 +203,24 @@ def export_map(model, path, format="npz", *, force=False):
     """
     if format not in EXPORT_FORMATS:
         raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}; got {format!r}.")
+    if format == "sentence-transformers":
+        if encoder is None:
+            raise ValueError(
+                "format='sentence-transformers' needs encoder=, the sentence-transformers "
+                "folder of the model the map was fitted on."
+            )
+        W, b = linear_form(model)
+        from ._st_export import write_sentence_transformers
+
+        written, _ = write_sentence_transformers(
+            W, b, encoder, path, force=force, normalize_input=normalize_input
+        )
+        return written
+    if encoder is not None or normalize_input:
+        raise ValueError(
+            "encoder= and normalize_input= apply to format='sentence-transformers' only; "
+            f"got format={format!r}."
+        )
     W, b = linear_form(model)
     writer = {"npz": _write_npz, "faiss": _write_faiss, "onnx": _write_onnx}[format]
     with AtomicOutput(path, force=force) as out:
