@@ -124,3 +124,13 @@ def test_models_whose_transform_is_not_affine_are_refused(rng):
     plain = WhitenedProcrustesAligner(normalize=False).fit(X, Y)
     W, b = linear_form(plain)
     np.testing.assert_allclose(X @ W + b, plain.transform(X), rtol=1e-10, atol=1e-10)
+
+
+def test_refined_procrustes_exports_its_last_round(rng):
+    from sklearn_compat import RefinedProcrustesAligner
+
+    X, Y = _pair(rng, d_x=8, d_y=8)
+    base = OrthogonalProcrustesAligner(center=True, scale=True)
+    model = RefinedProcrustesAligner(base, n_refinements=2).fit(X, Y)
+    W, b = linear_form(model)
+    np.testing.assert_allclose(X @ W + b, model.transform(X), rtol=1e-10, atol=1e-10)

@@ -1,8 +1,9 @@
 """Reading and writing embedding tables (CSV, Parquet, .npy, LanceDB, Chroma, Postgres with
 pgvector) and fitted models.
 
-Fitted linear maps are exported for a serving stack (numpy ``.npz``, FAISS, ONNX) with
-:func:`export_map`; :func:`linear_form` gives the map as ``(W, b)``.
+Fitted linear maps are exported for a serving stack (numpy ``.npz``, FAISS, ONNX, or
+appended to the new model's sentence-transformers folder) with :func:`export_map`;
+:func:`linear_form` gives the map as ``(W, b)``.
 
 An *embedding table* holds an id column and the embedding, either as numeric columns (one
 per dimension) or as one list-valued column.  The format comes from the file name:

@@ -31,7 +31,7 @@ AFFINE_ESTIMATORS = (
     "AffineAligner",
     "LambdaOrthAligner",
     "LambdaOrthAlignerCV",
-    "RefinedProcrustesAligner",
+    "RefinedProcrustesAligner (of an affine estimator)",
     "UnpairedProcrustesAligner",
     "WhitenedProcrustesAligner (normalize=False)",
 )
@@ -50,9 +50,9 @@ def linear_form(model):
     ----------
     model : fitted aligner
         ``OrthogonalProcrustesAligner``, ``AffineAligner``, ``LambdaOrthAligner``,
-        ``LambdaOrthAlignerCV``, ``RefinedProcrustesAligner``,
-        ``UnpairedProcrustesAligner`` or ``WhitenedProcrustesAligner(normalize=False)``
-        (the estimators whose map is affine).
+        ``LambdaOrthAlignerCV``, ``UnpairedProcrustesAligner``,
+        ``WhitenedProcrustesAligner(normalize=False)`` or a ``RefinedProcrustesAligner``
+        whose estimator is one of these (the estimators whose map is affine).
 
     Returns
     -------
