@@ -143,9 +143,10 @@ def export_map(model, path, format="npz", *, force=False, encoder=None, normaliz
         activation) after all of the encoder's modules, its ``Normalize`` included, so
         that ``SentenceTransformer(path).encode(texts)`` equals
         ``model.transform(SentenceTransformer(encoder).encode(texts))``.  Plain
-        sentence-transformers loads it (no custom code, no ``trust_remote_code``; the
-        weights are a ``model.safetensors``); no ``Normalize`` follows the map (see
-        Notes).  Needs ``sentence-transformers`` (extra ``sentence-transformers``).
+        sentence-transformers 3.1 or later loads it (no custom code, no
+        ``trust_remote_code``; the weights are a ``model.safetensors``); no ``Normalize``
+        follows the map (see Notes).  Needs ``sentence-transformers`` (extra
+        ``sentence-transformers``).
     force : bool, default=False
         Replace an existing file (or folder).
     encoder : str or path-like, default=None

@@ -222,7 +222,9 @@ def _write_dense(folder, W, b):
     """``config.json`` and ``model.safetensors`` as ``Dense.save`` writes them.
 
     Only the four settings every release's ``Dense`` accepts are written, so older
-    releases (which pass the whole config to the constructor) load it too.
+    releases (which pass the whole config to the constructor) load it too.  ``Dense.load``
+    reads ``model.safetensors`` since sentence-transformers 3.1 (before: only a pickled
+    ``pytorch_model.bin``, which is not written).
     """
     from safetensors.numpy import save_file
 
