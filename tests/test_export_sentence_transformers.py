@@ -264,3 +264,21 @@ def test_command_line_export(real, tmp_path, capsys):
             "--output", str(tmp_path / "m.npz")]  # fmt: skip
     assert main(args) == 1
     assert "apply to --format sentence-transformers only" in capsys.readouterr().err
+
+
+def test_staging_folder_of_a_killed_run_is_removed(tmp_path):
+    # A run killed by SIGKILL leaves its hidden staging folder; the next export of the
+    # same output removes it (its process is gone), and never another live run's.
+    from sklearn_compat.io._st_export import _StagedFolder
+
+    dead = tmp_path / ".out.999999999.abc.part"
+    live = tmp_path / f".out.{os.getppid()}.abc.part"
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "modules.json").write_text("[]")
+    staged = _StagedFolder(tmp_path / "out")
+    assert not dead.exists() and live.exists()
+    (staged.tmp / "modules.json").write_text("[]")
+    staged.commit()
+    assert (tmp_path / "out" / "modules.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "out"]
