@@ -165,7 +165,7 @@ def test_refusals_are_one_line_and_write_nothing(real, tmp_path):
         return sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".out", "out")))
 
     # a map whose input is not the encoder's output (fitted on the 256-d old space)
-    other = OrthogonalProcrustesAligner().fit(Y, Y[::-1])
+    other = OrthogonalProcrustesAligner(center=False, scale=False).fit(Y, Y[::-1])
     with pytest.raises(InputError, match=r"the map takes 256-d vectors but this encoder "
                        r"outputs 384-d ones") as info:  # fmt: skip
         export_map(other, out, format="sentence-transformers", encoder=ENCODER)
