@@ -129,6 +129,8 @@ def test_exported_model_encodes_into_the_old_space(real, tmp_path):
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == [
         "Transformer", "Pooling", "Normalize", "Dense"
     ]  # fmt: skip
+    about = json.loads((out / modules[-1]["path"] / "sklearn_compat.json").read_text())
+    assert about["estimator"] == "sklearn_compat.procrustes.OrthogonalProcrustesAligner"
     dense = json.loads((out / modules[-1]["path"] / "config.json").read_text())
     assert dense == {"in_features": 384, "out_features": 256, "bias": True,
                      "activation_function": "torch.nn.modules.linear.Identity"}  # fmt: skip
@@ -249,6 +251,18 @@ def test_command_line_export(real, tmp_path, capsys):
     assert main(argv + ["--force"]) == 0
     assert not stamp.exists() and (out / "modules.json").is_file()
     capsys.readouterr()
+
+    # the map and its fingerprint are recorded beside the module; an export is not mapped
+    # again (with a square map, widths alone would not catch it)
+    about = json.loads((out / "3_Dense" / "sklearn_compat.json").read_text())
+    assert about["estimator"] == "sklearn_compat.affine.AffineAligner"
+    assert (about["in_features"], about["out_features"]) == (384, 256)
+    assert about["fingerprint"]["n_features_in"] == 384
+    again = argv[:5] + ["--encoder", str(out), "--output", str(tmp_path / "twice")]
+    assert main(again) == 1
+    err = capsys.readouterr().err
+    assert "already ends in a map exported by sklearn_compat (module '3_Dense'" in err
+    assert not (tmp_path / "twice").exists()
 
     # refusals: not a sentence-transformers folder, output inside the encoder, a file
     # format given an encoder

@@ -499,6 +499,7 @@ def run_export(args):
 
 def _export_sentence_transformers(args):
     from ..io import linear_form
+    from ..io._export import provenance
     from ..io._st_export import read_modules, write_sentence_transformers
 
     if args.encoder is None:
@@ -510,8 +511,9 @@ def _export_sentence_transformers(args):
     model = load_model(args.model, trust=args.trust)
     W, b = linear_form(model)
     path, info = write_sentence_transformers(
-        W, b, args.encoder, args.output, force=args.force, normalize_input=args.normalize_input
-    )
+        W, b, args.encoder, args.output, force=args.force,
+        normalize_input=args.normalize_input, provenance=provenance(model),
+    )  # fmt: skip
     where = "after the encoder's Normalize" if info["encoder_normalizes"] else "after its pooling"
     if args.normalize_input:
         where = "after a Normalize module added before it"

@@ -144,8 +144,9 @@ def export_map(model, path, format="npz", *, force=False, encoder=None, normaliz
         that ``SentenceTransformer(path).encode(texts)`` equals
         ``model.transform(SentenceTransformer(encoder).encode(texts))``.  Plain
         sentence-transformers 3.1 or later loads it (no custom code, no
-        ``trust_remote_code``; the weights are a ``model.safetensors``); no ``Normalize``
-        follows the map (see Notes).  Needs ``sentence-transformers`` (extra
+        ``trust_remote_code``; the weights are a ``model.safetensors``, and
+        ``sklearn_compat.json`` beside them names the estimator and its fingerprint); no
+        ``Normalize`` follows the map (see Notes).  Needs ``sentence-transformers`` (extra
         ``sentence-transformers``).
     force : bool, default=False
         Replace an existing file (or folder).
@@ -171,7 +172,8 @@ def export_map(model, path, format="npz", *, force=False, encoder=None, normaliz
     ValueError
         An unknown format, ``encoder`` missing or given for a file format; for
         ``"sentence-transformers"`` (as :class:`~sklearn_compat.exceptions.InputError`):
-        an ``encoder`` that is not a sentence-transformers folder or that outputs
+        an ``encoder`` that is not a sentence-transformers folder, that is itself such
+        an export (it holds a module with ``sklearn_compat.json``) or that outputs
         vectors of another width than the map takes, an existing ``path`` without
         ``force``, or a ``path`` inside the encoder's folder.
 
@@ -214,8 +216,9 @@ def export_map(model, path, format="npz", *, force=False, encoder=None, normaliz
         from ._st_export import write_sentence_transformers
 
         written, _ = write_sentence_transformers(
-            W, b, encoder, path, force=force, normalize_input=normalize_input
-        )
+            W, b, encoder, path, force=force, normalize_input=normalize_input,
+            provenance=provenance(model),
+        )  # fmt: skip
         return written
     if encoder is not None or normalize_input:
         raise ValueError(
@@ -227,6 +230,15 @@ def export_map(model, path, format="npz", *, force=False, encoder=None, normaliz
     with AtomicOutput(path, force=force) as out:
         writer(W, b, out.tmp)
     return out.path
+
+
+def provenance(model):
+    """What an export records about the map: the estimator's class and its fingerprint."""
+    kind = type(model)
+    return {
+        "estimator": f"{kind.__module__}.{kind.__qualname__}",
+        "fingerprint": getattr(model, "fingerprint_", None),
+    }
 
 
 def _write_npz(W, b, path):

@@ -50,6 +50,9 @@ _PROBE = (
     "Short text.",
     "Retrieval through the map ranks the same neighbours as transform.",
 )
+# Written beside the Dense module's weights: which map it is (sentence-transformers reads
+# only config.json and the weights), and the mark that refuses mapping an export again.
+MARKER = "sklearn_compat.json"
 # The written model must reproduce the map within this share of its largest output.
 _CHECK_RTOL = 1e-4
 
@@ -85,11 +88,24 @@ def read_modules(encoder):
             "name, path and type)",
             path=str(listing),
         )
+    for module in modules:
+        marker = folder / str(module["path"]) / MARKER
+        if str(module["path"]) and marker.is_file():
+            raise InputError(
+                f"already ends in a map exported by sklearn_compat (module {module['path']!r}"
+                f", see {MARKER}): export onto the new model's own folder, not onto an export",
+                path=str(encoder),
+            )
     return modules
 
 
-def write_sentence_transformers(W, b, encoder, path, *, force=False, normalize_input=False):
+def write_sentence_transformers(
+    W, b, encoder, path, *, force=False, normalize_input=False, provenance=None
+):
     """Write ``encoder`` followed by the map ``x @ W + b`` as a sentence-transformers folder.
+
+    ``provenance`` (a JSON-able dict: the estimator, its fingerprint) is written with the
+    map's module as ``sklearn_compat.json``.
 
     Returns ``(path, info)``: the folder written and a dict with ``in_features``,
     ``out_features``, ``encoder_normalizes`` (whether the encoder ends in ``Normalize``)
@@ -124,6 +140,11 @@ def write_sentence_transformers(W, b, encoder, path, *, force=False, normalize_i
             folder.mkdir()
             if weights is not None:
                 _write_dense(folder, *weights)
+                about = {"in_features": int(W.shape[0]), "out_features": int(W.shape[1])}
+                about.update(provenance or {})
+                (folder / MARKER).write_text(
+                    json.dumps(about, indent=2, default=str), encoding="utf-8"
+                )
             written.append(entry)
         (out.tmp / "modules.json").write_text(json.dumps(written, indent=2), encoding="utf-8")
         _note_in_card(out.tmp, W.shape, normalize_input)
