@@ -15,6 +15,8 @@ Subcommands::
     sklearn-compat search --model MODEL --gallery OLD --queries NEW -k 10 --output OUT \
         [--gallery-form centered|raw] [--csls K | --no-csls]
     sklearn-compat export --model MODEL --format npz|faiss|onnx --output FILE
+    sklearn-compat export --model MODEL --format sentence-transformers --encoder DIR \\
+        --output DIR [--normalize-input]
     sklearn-compat inspect --model MODEL [--json]
     sklearn-compat rollback --table DIR/NAME.lance|URI::TABLE [--to-version N]
 
