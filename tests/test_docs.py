@@ -52,7 +52,8 @@ def test_api_reference_names_every_public_name():
     listed = set(re.findall(r"^\s+([A-Za-z_]\w*)\s*$", reference, re.M))
     listed |= set(re.findall(r"^\.\. (?:autodata|py:data):: (?:[\w.]+\.)?(\w+)", reference, re.M))
     missing = []
-    for module in ("sklearn_compat", "sklearn_compat.metrics", "sklearn_compat.io"):
+    public_modules = ("sklearn_compat", "sklearn_compat.metrics", "sklearn_compat.io")
+    for module in (*public_modules, "sklearn_compat.datasets"):
         for name in importlib.import_module(module).__all__:
             if name in {"metrics", "exceptions"}:  # documented as sections of the page
                 assert f"``sklearn_compat.{name}``" in reference
