@@ -3,11 +3,11 @@
 The module was split by idea: :mod:`.holdout` (held-out folds and their paired top-1),
 :mod:`.auto_choice` (resolving an estimator's ``"auto"`` parameters), :mod:`.moment_choice`
 and :mod:`.refit_choice` (the two kinds of chooser), :mod:`.fitted_choices` (what a model's
-fingerprint records of them) and :mod:`sklearn_compat._neighbors_policy` (how
+fingerprint records of them) and :mod:`sklearn_compat._core.query_policy` (how
 ``AlignedNeighbors`` ranks).  New code imports from those modules.
 """
 
-from .._neighbors_policy import (
+from .query_policy import (
     QUERY_CSLS_K,
     QUERY_MARGIN,
     query_comparison_form,

@@ -24,7 +24,7 @@ import torch
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from .._neighbors_policy import query_path_scores
+from .query_policy import query_path_scores
 from .holdout import (
     LARGE_N,
     WIDE_SOLVE,
