@@ -1,4 +1,4 @@
-"""The shipped data sets: real features in the package, and a repository that needs nothing else."""
+"""The shipped data sets: real features in the package; a repository that needs nothing else."""
 
 import subprocess
 from pathlib import Path

@@ -99,3 +99,21 @@ def test_gallery_has_enough_examples_and_figures():
         assert len(lines[1]) >= len(lines[0]), f"{script.name}: title underline too short"
     with_figures = [s.name for s in scripts if "matplotlib" in _text(s)]
     assert len(scripts) >= 8 and len(with_figures) >= 4, with_figures
+
+
+def test_the_query_path_page_says_what_its_first_block_prints():
+    # The page's words about its example must be the example's numbers (it once called
+    # 0.950 against 0.946 "far better").
+    import contextlib
+    import io
+
+    text = _text(ROOT / "docs" / "user_guide" / "query_path.md")
+    code = re.search(r"```python\n(.*?)\n```", text, re.S).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "query_path.md", "exec"), {"__name__": "__main__"})
+    printed = dict(re.findall(r"^(raw|centered) top-1: ([\d.]+)$", out.getvalue(), re.M))
+    assert set(printed) == {"raw", "centered"}, out.getvalue()
+    for form, value in printed.items():
+        assert f"{float(value):.3f}" in text, (form, value)
+    assert "far better" not in text
