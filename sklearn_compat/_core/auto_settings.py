@@ -7,14 +7,6 @@ fingerprint records of them) and :mod:`sklearn_compat._core.query_policy` (how
 ``AlignedNeighbors`` ranks).  New code imports from those modules.
 """
 
-from .query_policy import (
-    QUERY_CSLS_K,
-    QUERY_MARGIN,
-    query_comparison_form,
-    query_csls_k,
-    query_evidence,
-    query_path_scores,
-)
 from ..exceptions import AutoSettingWarning
 from .auto_choice import (
     checked_input,
@@ -51,6 +43,14 @@ from .moment_choice import (
     negligible_row_offsets,
     uncentred,
     uncentred_stats,
+)
+from .query_policy import (
+    QUERY_CSLS_K,
+    QUERY_MARGIN,
+    query_comparison_form,
+    query_csls_k,
+    query_evidence,
+    query_path_scores,
 )
 from .refit_choice import TRAINED_MARGIN, choose_by_refit
 
