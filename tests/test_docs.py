@@ -92,7 +92,7 @@ def test_user_guide_has_every_label():
 
 def test_gallery_has_enough_examples_and_figures():
     # Every examples/*.py is a gallery script: a reST title, executed by the docs build.
-    scripts = sorted((ROOT / "examples").glob("*.py"))
+    scripts = sorted((ROOT / "examples").glob("[!_]*.py"))  # _*.py: helpers, not pages
     for script in scripts:
         lines = _text(script).split('"""', 2)[1].splitlines()
         assert len(lines) > 1 and set(lines[1]) == {"="}, f"{script.name}: no gallery title"
