@@ -15,7 +15,7 @@ DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 # Document the checkout being built, not whatever copy is installed elsewhere.
 sys.path.insert(0, str(ROOT))
-# The gallery's scripts import their sibling helpers (``from quickstart import ...``).
+# The gallery's scripts import their sibling helpers (``from _digit_models import ...``).
 sys.path.insert(0, str(ROOT / "examples"))
 
 import sklearn_compat  # noqa: E402
