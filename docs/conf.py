@@ -60,7 +60,7 @@ sphinx_gallery_conf = {
     "examples_dirs": [str(ROOT / "examples")],
     "gallery_dirs": ["auto_examples"],
     "filename_pattern": r"/[^/]*\.py$",
-    "ignore_pattern": r"(__init__|/_[^/]*)\.py$",
+    "ignore_pattern": r"(^|/)_[^/]*\.py$",  # helpers (_digit_models.py), __init__.py
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,
     "remove_config_comments": True,
