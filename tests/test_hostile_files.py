@@ -148,3 +148,20 @@ def test_a_wider_table_without_the_models_names_points_at_prefix(tmp_path, capsy
                  str(tmp_path / "in.csv"), "--output", str(tmp_path / "o.csv")])  # fmt: skip
     err = capsys.readouterr().err
     assert code != 0 and "--prefix or --pattern" in err, err
+
+
+def test_a_reader_in_id_order_names_rows_by_id_alone():
+    # A store read in id order (a database table has no file order) must not print a
+    # position the user cannot find: its messages name the id alone.
+    from sklearn_compat.io import Batch, TableReader
+
+    class IdOrdered(TableReader):
+        rows_in_file_order = False
+        form, id_column, vector_columns = "columns", "id", ["e0"]
+
+        def _batches(self, batch_size):
+            yield Batch(0, np.array([3, 7], dtype=object), np.array([[1.0], [np.nan]]))
+
+    reader = IdOrdered("db::items", ColumnSpec(id_column="id"), None, ())
+    with pytest.raises(InputError, match=r"^db::items: id 7, column 'e0': value is NaN"):
+        reader.read()
