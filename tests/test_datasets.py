@@ -55,7 +55,7 @@ def test_no_file_names_a_folder_outside_the_repository():
     outside = ("shared/data", "../shared", "/work/", "/home/")
     hits = []
     for path in _tracked_text_files():
-        if not path.is_file():
+        if not path.is_file() or path == Path(__file__).resolve():  # this list itself
             continue
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             if any(token in line for token in outside):
