@@ -165,3 +165,14 @@ def test_a_reader_in_id_order_names_rows_by_id_alone():
     reader = IdOrdered("db::items", ColumnSpec(id_column="id"), None, ())
     with pytest.raises(InputError, match=r"^db::items: id 7, column 'e0': value is NaN"):
         reader.read()
+
+
+def test_pandas_default_column_names_are_still_a_header(tmp_path):
+    # pd.DataFrame(X).to_csv(index=False) writes the header "0,1,2": names, not a data row.
+    X = np.random.default_rng(5).standard_normal((4, 3))
+    pd.DataFrame(X).to_csv(tmp_path / "t.csv", index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reader, table = read_table(tmp_path / "t.csv")
+    assert reader.columns == ["0", "1", "2"]
+    np.testing.assert_array_equal(table.X, X)

@@ -46,12 +46,16 @@ def _headerless(header_line, sep):
 
     Such a file was written without a header (``np.savetxt``, ``df.to_csv(header=False)``);
     reading its first line as column names would silently lose a row.  A header of real
-    column names always has a name that is not a number.
+    column names always has a name that is not a number, except pandas' default names
+    ``0, 1, 2, ...``, which stay a header.
     """
     fields = header_line.decode("utf-8-sig", errors="replace").rstrip("\r").split(sep)
-    return bool(fields) and all(
-        _NUMBER.fullmatch(f.strip().strip('"')) and (sep != "," or "," not in f) for f in fields
-    )
+    fields = [f.strip().strip('"') for f in fields]
+    if fields == [str(j) for j in range(len(fields))]:
+        # "0,1,2,...": the column names pandas gives a frame without names
+        # (pd.DataFrame(X).to_csv(index=False)), a header.
+        return False
+    return bool(fields) and all(_NUMBER.fullmatch(f) for f in fields)
 
 
 def _mostly_numbers(values):
