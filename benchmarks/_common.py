@@ -149,7 +149,7 @@ def describe_machine(device=None):
 # -- real pairs -----------------------------------------------------------------------------
 
 
-#: The MNIST pairs of the shared features, "new -> old".
+#: The MNIST pairs of the shipped features (``sklearn_compat.datasets``), "new -> old".
 MNIST_PAIRS = [("cnn_s0", "cnn_s1"), ("cnn_s0", "mlp_s0")]
 
 
@@ -171,17 +171,13 @@ def unit(A):
 
 
 def load_mnist(raw=False):
-    """The two MNIST pairs of the shared features, L2-normalised rows (``raw``: as stored).
+    """The two MNIST pairs of ``load_mnist_features()``, L2-normalised rows (``raw``: as stored).
 
-    ``[(name, pair)]``; empty (with a note) where ``shared/data`` is not at hand.
+    ``[(name, pair)]``.
     """
-    import numpy as np
+    from sklearn_compat.datasets import load_mnist_features
 
-    path = find_upwards("shared/data/mnist5k_features.npz")
-    if path is None:
-        print("(no shared/data/mnist5k_features.npz found: MNIST pairs skipped)")
-        return []
-    d = np.load(path)
+    d = load_mnist_features()
     train, test = d["train_idx"], d["test_idx"]
     out = []
     for new, old in MNIST_PAIRS:

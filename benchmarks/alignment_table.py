@@ -12,7 +12,7 @@ Pairs ("new -> old": X is the new model's embeddings, Y the old model's; every m
 fitted on the train rows and measured on the others):
 
 - ``mnist cnn_s0->cnn_s1`` and ``mnist cnn_s0->mlp_s0``: the shared MNIST features
-  (``shared/data/mnist5k_features.npz``) with L2-normalised rows and the 4,000 / 1,000
+  (``sklearn_compat.datasets.load_mnist_features()``) with L2-normalised rows and the 4,000 / 1,000
   split, as in ``benchmarks/mnist_alignment_table.py``;
 - every pair that ``benchmarks/pairs/build_pairs.py`` wrote to ``benchmarks/pairs/cache``
   (``--pairs-root``): sentence-model pairs on WordNet text with ``split`` as the train

@@ -2,8 +2,8 @@
 
     python benchmarks/anisotropic_pairs.py [--pairs DIR] [--seeds 0 1]
 
-For every real pair found (MNIST CNN features from ../shared/data; the text pairs built by
-benchmarks/pairs/build_pairs.py in DIR, default benchmarks/pairs/cache) and its fixed
+For every real pair found (MNIST CNN features of ``sklearn_compat.datasets``; the text pairs
+built by benchmarks/pairs/build_pairs.py in DIR, default benchmarks/pairs/cache) and its fixed
 train/test split, prints:
 
 - the anisotropy of both spaces (``sklearn_compat.metrics.anisotropy``);
@@ -33,10 +33,10 @@ import _common
 import numpy as np
 
 from sklearn_compat import AlignedNeighbors, OrthogonalProcrustesAligner, RelativeAnchorEncoder
+from sklearn_compat.datasets import load_mnist_features
 from sklearn_compat.metrics import AnisotropyWarning, anisotropy, paired_topk_accuracy
 
 ROOT = Path(__file__).resolve().parents[1]
-MNIST = ROOT.parent / "shared" / "data" / "mnist5k_features.npz"
 TEXT_PAIRS = {
     "wn_gloss_e5_minilm": "e5-small (4-bit) -> MiniLM",
     "wn_example_wordllama_minilm": "WordLlama -> MiniLM",
@@ -46,11 +46,10 @@ TEXT_PAIRS = {
 
 def load_pairs(pairs_dir):
     pairs = {}
-    if MNIST.exists():
-        with np.load(MNIST) as d:
-            split = np.zeros(len(d["labels"]), dtype=bool)
-            split[d["train_idx"]] = True
-            pairs["MNIST cnn_s0 -> cnn_s1"] = (d["cnn_s0"], d["cnn_s1"], split)
+    d = load_mnist_features()
+    split = np.zeros(len(d["labels"]), dtype=bool)
+    split[d["train_idx"]] = True
+    pairs["MNIST cnn_s0 -> cnn_s1"] = (d["cnn_s0"], d["cnn_s1"], split)
     for name, label in TEXT_PAIRS.items():
         path = Path(pairs_dir) / f"{name}.npz"
         if path.exists():
@@ -117,7 +116,7 @@ def main(argv=None):
     procrustes_rows, relative_rows, search_rows = [], [], []
     pairs = load_pairs(args.pairs)
     if not pairs:
-        raise SystemExit(f"no pairs found ({MNIST} and {args.pairs} hold none)")
+        raise SystemExit(f"no pairs found ({args.pairs} holds none)")
     for label, (X, Y, train) in pairs.items():
         start = time.perf_counter()
         r = measure(X, Y, train, args.seeds, args.device)

@@ -17,8 +17,8 @@ map's paired top-1 on held-out rows, then a per-lam table.
 Data: a real text pair built by ``benchmarks/pairs/build_pairs.py`` (``--text-pair NAME``
 from ``--pairs-dir``, or ``--pair-file PATH``: an npz with ``X`` (new model), ``Y`` (old
 model) and ``split``, True for the rows the search sees, the rest held out), else the real
-MNIST features (``/work/shared/data/mnist5k_features.npz``: the 4,000 ``train_idx`` rows
-for the search, the 1,000 ``test_idx`` rows held out) when present, else a synthetic pair
+MNIST features (``sklearn_compat.datasets.load_mnist_features()``: the 4,000 ``train_idx``
+rows for the search, the 1,000 ``test_idx`` rows held out) unless ``--synthetic``, a synthetic pair
 (``--n``, ``--d``).  Rows are L2-normalised.
 
     python benchmarks/bench_lambda_path.py --text-pair wn_example_wordllama_minilm \\
@@ -44,9 +44,7 @@ import torch
 from sklearn.model_selection import GridSearchCV, KFold
 
 from sklearn_compat import LambdaOrthAligner, LambdaOrthAlignerCV
-
-FEATURES = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist5k_features.npz"
-FEATURES_ALT = Path("/work/shared/data/mnist5k_features.npz")
+from sklearn_compat.datasets import load_mnist_features
 
 
 def l2_normalise(A):
@@ -95,11 +93,10 @@ def load_data(args):
                 f"{path} is missing: build it with benchmarks/pairs/build_pairs.py --only NAME"
             )
         return load_pair_file(path, args.n)
-    path = next((p for p in (FEATURES, FEATURES_ALT) if p.exists()), None)
-    if path is not None and not args.synthetic:
-        with np.load(path) as data:
-            src, tgt = (data[name].astype(np.float32) for name in args.pair)
-            train, test = data["train_idx"], data["test_idx"]
+    if not args.synthetic:
+        data = load_mnist_features()
+        src, tgt = (data[name].astype(np.float32) for name in args.pair)
+        train, test = data["train_idx"], data["test_idx"]
         X, Y = l2_normalise(src), l2_normalise(tgt)
         if args.n is not None:
             train = train[: args.n]

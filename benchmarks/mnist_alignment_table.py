@@ -1,10 +1,11 @@
 """Cross-model retrieval on real features before and after orthogonal Procrustes alignment.
 
-Data: ``/work/shared/data/mnist5k_features.npz`` (see its README): 64-d features of the same
-5,000 MNIST digits from three networks.  For each pair "new -> old" the new model's test
-embeddings are the queries and the old model's test embeddings the gallery, the map is
-fitted on ``train_idx`` only, and every metric is computed on ``test_idx``.  Inputs are
-L2-normalised rows, as in the data README.
+Data: ``sklearn_compat.datasets.load_mnist_features()`` (``--data`` for another npz with the
+same keys): 64-d features of the same 5,000 MNIST digits from three networks.  For each pair
+"new -> old" the new model's test embeddings are the queries and the old model's test
+embeddings the gallery, the map is fitted on ``train_idx`` only, and every metric is
+computed on ``test_idx``.  Inputs are L2-normalised rows, as in
+``benchmarks/datasets/build_mnist_features.py``.
 
 Rows per pair:
 
@@ -13,7 +14,7 @@ Rows per pair:
 - ``new/old raw``: no map at all (defined here because all widths are 64);
 - ``B(new)/old Procrustes``: ``OrthogonalProcrustesAligner`` uncentred and centred
   (``center=True``: the old gallery is left as it is, the map adds the old mean back);
-- ``old'/old'`` and ``B(new')/old'`` pre-centred: the data README's recipe, where both
+- ``old'/old'`` and ``B(new')/old'`` pre-centred: the recipe of that script's summary, where both
   models' embeddings are first centred with their train means and then L2-normalised
   (so the old gallery is re-expressed too), followed by uncentred Procrustes.
 
@@ -37,6 +38,7 @@ import _common
 import numpy as np
 
 from sklearn_compat import OrthogonalProcrustesAligner
+from sklearn_compat.datasets import load_mnist_features
 from sklearn_compat.metrics import (
     alignability,
     backfilling_auc,
@@ -45,16 +47,6 @@ from sklearn_compat.metrics import (
     mean_cosine_similarity,
     paired_topk_accuracy,
 )
-
-
-def default_data():
-    """The shared feature file beside the checkout (or beside a parent of it)."""
-    for folder in Path(__file__).resolve().parents:
-        candidate = folder / "shared" / "data" / "mnist5k_features.npz"
-        if candidate.exists():
-            return candidate
-    return Path("shared/data/mnist5k_features.npz")
-
 
 PAIRS = [("cnn_s0", "cnn_s1"), ("cnn_s0", "mlp_s0")]
 COLUMNS = [
@@ -92,8 +84,11 @@ def same_model_row(E, labels, device):
 
 
 def run(data_path, n_test, device):
-    with np.load(data_path) as data:
-        data = {key: data[key] for key in data.files}
+    if data_path is None:
+        data = load_mnist_features()
+    else:
+        with np.load(data_path) as data:
+            data = {key: data[key] for key in data.files}
     train, test = data["train_idx"], data["test_idx"]
     if n_test is not None:
         test = test[:n_test]
@@ -115,7 +110,8 @@ def run(data_path, n_test, device):
             row = cross_model_row(mapped, Y[test], labels, device)
             assert row["paired top-1"] == aligner.score(X[test], Y[test])
             rows.append((f"{new} -> {old}", f"B(new)/old Procrustes {name}", row))
-        # The data README's recipe: subtract the train means, L2-normalise, then plain
+        # The recipe of build_mnist_features.py's summary: subtract the train means,
+        # L2-normalise, then plain
         # Procrustes; the old gallery is pre-centred too, so it is a different space
         # with its own old'/old' reference.
         Xp = unit(data[new] - data[new][train].mean(axis=0))
@@ -153,7 +149,9 @@ def format_table(rows, markdown):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=default_data())
+    parser.add_argument(
+        "--data", type=Path, help="an npz with the same keys (default: the shipped features)"
+    )
     parser.add_argument("--n-test", type=int, default=None, help="use the first N test rows")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--markdown", action="store_true")
@@ -161,7 +159,7 @@ def main(argv=None):
     _common.add_json_arguments(parser, "mnist_alignment_table")
     args = parser.parse_args(argv)
     _common.limit_threads(args.threads)
-    if not args.data.exists():
+    if args.data is not None and not args.data.exists():
         parser.error(f"{args.data} not found (pass --data).")
     start = time.perf_counter()
     rows, n_train, n_test = run(args.data, args.n_test, args.device)

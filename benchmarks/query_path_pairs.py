@@ -1,6 +1,6 @@
 """Top-1 of the default query path (``AlignedNeighbors``) on every real pair.
 
-For each real pair (the MNIST features of ``shared/data`` and every text pair cached by
+For each real pair (the MNIST features of ``sklearn_compat.datasets`` and every text pair cached by
 ``benchmarks/pairs/build_pairs.py``) and each closed-form aligner, fit the aligner on the
 train rows, fit ``AlignedNeighbors(aligner)`` with its defaults on the test gallery (the
 word pair: its whole 20,000-word French gallery) and print the top-1 of the test queries.

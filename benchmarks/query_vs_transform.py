@@ -1,9 +1,9 @@
 """Each aligner's default against its explicit settings, by ``transform`` and by the query path.
 
-For every real pair (the MNIST features of ``shared/data`` and the text and word pairs cached
-by ``benchmarks/pairs/build_pairs.py``; the held-aside ``heldout_*`` pairs are skipped, they
-are reported by ``alignment_table.py --heldout-root``) and every aligner that centres or
-rescales, fit each explicit setting that the aligner's ``"auto"`` chooses among, and the
+For every real pair (the MNIST features of ``sklearn_compat.datasets`` and the text and word
+pairs cached by ``benchmarks/pairs/build_pairs.py``; the held-aside ``heldout_*`` pairs are
+skipped, they are reported by ``alignment_table.py --heldout-root``) and every aligner that
+centres or rescales, fit each explicit setting that the aligner's ``"auto"`` chooses among, and the
 default, on the train rows, then print for each:
 
 - ``transform``: top-1 of ``transform(X_test)`` by cosine against the raw gallery (the test

@@ -53,6 +53,13 @@ ORDER = [
     "unpaired_ceiling",
     "gpu",
 ]
+#: Records whose per-run tables the user guide prints in full: the page shows one summary
+#: row per pair (:func:`_unpaired_summary`) and names the page with every run.
+IN_FULL_ELSEWHERE = {
+    "unpaired": "docs/user_guide/unpaired.md",
+    "unpaired_heldout": "docs/user_guide/unpaired.md",
+    "unpaired_large": "docs/user_guide/unpaired.md",
+}
 REQUIRED = {
     "benchmark": str,
     "title": str,
@@ -101,11 +108,34 @@ def _cell(value):
 def _table(tab):
     lines = []
     if tab["title"]:
-        lines += [f"**{tab['title']}**", ""]
+        # The title line runs straight into its table (Markdown and MyST alike end the
+        # paragraph there): one line less per table keeps the page short.
+        lines.append(f"**{tab['title']}**")
     lines.append("| " + " | ".join(_cell(c) for c in tab["columns"]) + " |")
     lines.append("|" + "---|" * len(tab["columns"]))
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in tab["rows"]]
     return lines
+
+
+def _unpaired_summary(tab):
+    """One row per pair of an unpaired benchmark's per-run table: each setting's ratio of
+    unpaired to supervised top-1, with ``(w)`` where the fit warned."""
+    col = {name: i for i, name in enumerate(tab["columns"])}
+    pairs, settings = {}, []
+    for row in tab["rows"]:
+        setting = row[col["setting"]]
+        if setting not in settings:
+            settings.append(setting)
+        warned = " (w)" if row[col["warned"]] == "yes" else ""
+        cells = pairs.setdefault(row[col["pair"]], {"supervised": row[col["supervised top-1"]]})
+        cells[setting] = f"{_cell(row[col['ratio']])}{warned}"
+    columns = ["pair", "supervised top-1"] + [f"{s}: ratio" for s in settings]
+    rows = [
+        [pair, cells["supervised"]] + [cells.get(s, "") for s in settings]
+        for pair, cells in pairs.items()
+    ]
+    title = f"{tab['title']}: unpaired / supervised top-1, (w) = warned" if tab["title"] else ""
+    return {"title": title, "columns": columns, "rows": rows}
 
 
 def render(records):
@@ -113,18 +143,22 @@ def render(records):
     lines = [
         "# Benchmark results",
         "",
-        "This page is generated: `python benchmarks/render_results.py` renders it from",
-        "`benchmarks/results/*.json`, which each benchmark script writes (its `--json`",
-        "option). Edit those files or rerun the benchmarks, not this page. It holds the",
-        "latest figure of each benchmark with its machine and date; earlier figures are in",
-        "git history. Speed figures are ratios against a reference measured in the same run;",
+        "This page is generated: `python benchmarks/render_results.py` renders it from "
+        "`benchmarks/results/*.json`, which each benchmark script writes (its `--json` "
+        "option). Edit those files or rerun the benchmarks, not this page. It holds the "
+        "latest figure of each benchmark with its machine and date; earlier figures are in "
+        "git history. Speed figures are ratios against a reference measured in the same run; "
         'a "loaded" machine was shared with other jobs, so its absolute seconds are noisy.',
         "",
     ]
+    previous = None
     for record in records:
+        # Two records of one benchmark with the same title (two files of one script) share
+        # one heading.
+        if record["title"] != previous:
+            lines += [f"## {record['title']}", ""]
+        previous = record["title"]
         lines += [
-            f"## {record['title']}",
-            "",
             # Where, when and how in one paragraph with the notes: the page stays short.
             " ".join(
                 filter(
@@ -138,8 +172,13 @@ def render(records):
             ),
             "",
         ]
+        elsewhere = IN_FULL_ELSEWHERE.get(record["benchmark"])
         for tab in record["tables"]:
+            if elsewhere:
+                tab = _unpaired_summary(tab)
             lines += _table(tab) + [""]
+        if elsewhere:
+            lines += [f"Every run (start, rounds, confidence, seconds): `{elsewhere}`.", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

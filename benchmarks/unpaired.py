@@ -33,12 +33,13 @@ from _common import (  # noqa: E402
     PAIRS_ROOT,
     add_json_arguments,
     add_threads_argument,
-    find_upwards,
     limit_threads,
     load_npz_pair,
     table,
     write_results,
 )
+
+from sklearn_compat.datasets import load_mnist_features  # noqa: E402
 
 MNIST_PAIRS = (("cnn_s0", "cnn_s1"), ("cnn_s0", "mlp_s0"))
 COLUMNS = [
@@ -65,15 +66,12 @@ def fmt(value, digits=3):
 def real_pairs(names, rows):
     """``(name, X_train, Y_train, X_test, Y_test)`` of each pair asked for (all: every
     cached pair and the MNIST pairs), training rows cut to ``rows``."""
-    mnist = find_upwards("shared/data/mnist5k_features.npz")
     if not names:
         names = sorted(p.stem for p in Path(PAIRS_ROOT).glob("*.npz"))
-        names += [f"mnist_{a}_{b}" for a, b in MNIST_PAIRS] if mnist else []
+        names += [f"mnist_{a}_{b}" for a, b in MNIST_PAIRS]
     for name in names:
         if name.startswith("mnist_"):
-            if mnist is None:
-                sys.exit("shared/data/mnist5k_features.npz is not here: no MNIST pairs")
-            data = np.load(mnist)
+            data = load_mnist_features()
             a, b = (f"{p}_{q}" for p, q in zip(*[iter(name[6:].split("_"))] * 2, strict=True))
             train, test = data["train_idx"], data["test_idx"]
             X, Y = data[a].astype(np.float32), data[b].astype(np.float32)

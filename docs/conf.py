@@ -15,7 +15,7 @@ DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 # Document the checkout being built, not whatever copy is installed elsewhere.
 sys.path.insert(0, str(ROOT))
-# The gallery's scripts import their sibling helpers (``from quickstart import ...``).
+# The gallery's scripts import their sibling helpers (``from _digit_models import ...``).
 sys.path.insert(0, str(ROOT / "examples"))
 
 import sklearn_compat  # noqa: E402
@@ -52,35 +52,15 @@ numpydoc_class_members_toctree = False
 numpydoc_attributes_as_param_list = True
 # The included benchmarks page is generated; its heading levels are the generator's.
 suppress_warnings = ["myst.header"]
-# sphinx_gallery_conf holds a function (the gallery's arguments), which Sphinx cannot pickle
-# into its cache; the cost is only that a changed conf.py rebuilds every page.
-suppress_warnings += ["config.cache"]
 
-# The example gallery: the scripts of examples/ are executed (not only plot_*), in the
-# order of the file names.  The scripts are command-line programs too; the gallery runs them
-# with the arguments below: short runs, and always on the digits features they build
-# themselves (the project's shared feature file is absent from a fresh clone).
-GALLERY_OUTPUT = DOCS / "_build" / "gallery_output"  # files the scripts write beside figures
-GALLERY_ARGUMENTS = {
-    "lambda_tradeoff.py": ["--digits", "--max-epochs", "10", "--lams", "0", "4", "16", "inf"]
-    + ["--out-dir", str(GALLERY_OUTPUT)],
-    "lambda_grid_search.py": ["--digits", "--max-epochs", "10"],
-    "skorch_regulariser.py": ["--digits", "--max-epochs", "5"],
-}
-
-
-def gallery_arguments(gallery_conf, script_vars):
-    return GALLERY_ARGUMENTS.get(Path(script_vars["src_file"]).name, [])
-
-
+# The example gallery: every script of examples/ is executed (not only plot_*), in the order
+# of the file names.  The scripts take no arguments: each is a story in cells, on data that
+# ship with the package or that it builds itself in seconds.
 sphinx_gallery_conf = {
-    "reset_argv": gallery_arguments,
     "examples_dirs": [str(ROOT / "examples")],
     "gallery_dirs": ["auto_examples"],
-    # Shown but not executed: the Dask search starts a cluster of worker processes, and the
-    # stitching survey trains three networks; each takes minutes on a small CI machine.
-    "filename_pattern": r"/(?!dask_grid_search|zero_shot_stitching)[^/]*\.py$",
-    "ignore_pattern": r"(__init__|/_[^/]*)\.py$",
+    "filename_pattern": r"/[^/]*\.py$",
+    "ignore_pattern": r"(^|/)_[^/]*\.py$",  # helpers (_digit_models.py), __init__.py
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,
     "remove_config_comments": True,

@@ -20,12 +20,13 @@ the new-model queries (class-label CMC top-1) at each share.
 # %%
 # Two models of the same digits
 # -----------------------------
-# ``digit_models`` (from the quickstart) trains two small networks with different seeds;
-# their 32-d embeddings of the same digits live in unrelated spaces.
+# ``digit_models`` (``examples/_digit_models.py``, as in the quickstart) trains two small
+# networks with different seeds; their 32-d embeddings of the same digits live in
+# unrelated spaces.
 
 import matplotlib.pyplot as plt
 import numpy as np
-from quickstart import digit_models
+from _digit_models import digit_models
 
 from sklearn_compat import AffineAligner, LambdaOrthAligner, OrthogonalProcrustesAligner
 from sklearn_compat.metrics import backfilling_curve, cmc_topk_accuracy

@@ -12,11 +12,14 @@ retrieval system cares about.  Two searches run on a small, noisy training pair 
 source, 480 training rows per fold): ``lam`` of ``LambdaOrthAligner`` (how far from
 orthogonal the adapter may go) and ``alpha`` of ``AffineAligner`` (ridge shrinkage).
 
-    python examples/dask_grid_search.py                      # a LocalCluster on this machine
-    python examples/dask_grid_search.py --scheduler tcp://scheduler:8786   # an existing one
+The example starts a ``LocalCluster`` on this machine; on a real cluster, pass the
+scheduler's address instead: ``Client("tcp://scheduler:8786")``.
 """
 
-import argparse
+# %%
+# The searches
+# ------------
+# The estimators and their grids, exactly as for an in-memory search.
 
 import joblib
 import numpy as np
@@ -30,6 +33,11 @@ SEARCHES = [
     (LambdaOrthAligner(max_epochs=30, random_state=0), {"lam": [0.0, 2.0, 6.0, np.inf]}),
     (AffineAligner(), {"alpha": [0.0, 10.0, 100.0, 1000.0, 10000.0]}),
 ]
+
+# %%
+# A pair of embeddings
+# --------------------
+# Synthetic: a 256-d "new" model and a 48-d "old" one, noisy, few rows.
 
 
 def make_pair(n=600, d_new=256, d_old=48, seed=0):
@@ -45,6 +53,14 @@ def make_pair(n=600, d_new=256, d_old=48, seed=0):
     return new.astype(np.float32), old.astype(np.float32)
 
 
+X, Y = make_pair()
+
+# %%
+# Every fit on the cluster
+# ------------------------
+# ``n_jobs=-1`` and the ``dask`` backend send each (candidate, fold) fit to the workers.
+
+
 def search_on_dask(estimator, grid, X, Y, *, cv=5):
     """Run ``GridSearchCV(estimator, grid)`` with every fit on the current Dask client."""
     search = GridSearchCV(estimator, grid, cv=KFold(cv, shuffle=True, random_state=0), n_jobs=-1)
@@ -52,42 +68,26 @@ def search_on_dask(estimator, grid, X, Y, *, cv=5):
         return search.fit(X, Y)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
-    parser.add_argument("--scheduler", help="address of a running Dask scheduler")
-    parser.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
-    args = parser.parse_args(argv)
-
-    if args.scheduler:
-        client = Client(args.scheduler)
-    else:
-        cluster = LocalCluster(
-            n_workers=args.workers, threads_per_worker=1, dashboard_address=None
-        )
-        client = Client(cluster)
-    with client:
-        print(f"Dask cluster: {len(client.scheduler_info()['workers'])} workers")
-        X, Y = make_pair()
-        searches = [(grid, search_on_dask(estimator, grid, X, Y)) for estimator, grid in SEARCHES]
-    for grid, search in searches:
-        (name,) = grid
-        print(f"\n{type(search.estimator).__name__}")
-        print(f"{name:>10}  mean top-1 (5-fold CV)")
-        for value, score in zip(
-            search.cv_results_[f"param_{name}"],
-            search.cv_results_["mean_test_score"],
-            strict=True,
-        ):
-            print(f"{value:>10}  {score:.3f}")
-        print(f"best: {search.best_params_}, top-1 {search.best_score_:.3f}")
-    if not args.scheduler:
-        cluster.close()
-
+# Workers as threads of this process, so that the example runs anywhere (worker processes,
+# the default, need the cluster started under a main-module guard).
+cluster = LocalCluster(
+    n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+)
+with Client(cluster) as client:
+    print(f"Dask cluster: {len(client.scheduler_info()['workers'])} workers")
+    searches = [(grid, search_on_dask(estimator, grid, X, Y)) for estimator, grid in SEARCHES]
+cluster.close()
 
 # %%
-# Run
-# ---
-# Starts a local cluster (or connects to ``--scheduler``) and runs the search on it.
+# The results
+# -----------
+# Mean held-out top-1 over the five folds for each value.
 
-if __name__ == "__main__":
-    main()
+for grid, search in searches:
+    (name,) = grid
+    print(f"\n{type(search.estimator).__name__}")
+    print(f"{name:>10}  mean top-1 (5-fold CV)")
+    values = search.cv_results_[f"param_{name}"]
+    for value, score in zip(values, search.cv_results_["mean_test_score"], strict=True):
+        print(f"{value:>10}  {score:.3f}")
+    print(f"best: {search.best_params_}, top-1 {search.best_score_:.3f}")

@@ -10,24 +10,19 @@ evaluation's), lets A's queries search B's index, and lets documents embedded by
 B's index beside B's own (a partial re-index; a mixed-modality index has the same shape).
 nDCG@10 against relevance judgements says what each step keeps.
 
-By default it runs on synthetic "models" (two different nonlinear views of shared latent
-topics; a few seconds, no download).  With ``--data`` it uses the Semanlink arXiv tagging
-set embedded by all-MiniLM-L6-v2 (A) and WordLlama (B), as cached by the benchmark: build
-it once with the builder environment of ``benchmarks/pairs``
-(``python benchmarks/applications/build_semanlink.py``), then pass
-``--data benchmarks/applications/cache/semanlink_minilm_wordllama.npz``.
-
-Usage::
-
-    python examples/mixed_models_search.py [--data semanlink_minilm_wordllama.npz]
+Here the two "models" are synthetic (two different nonlinear views of shared latent
+topics; a few seconds, no download). ``benchmarks/applications/mixed_models.py`` runs the
+same steps on the Semanlink arXiv tagging set embedded by all-MiniLM-L6-v2 (A) and
+WordLlama (B) (:ref:`applications`).
 """
 
-import argparse
-import sys
-from pathlib import Path
+# %%
+# Two models of the same texts
+# ----------------------------
+# Documents, judged queries (each relevant to one to three documents) and other texts that
+# both models embedded, which the map is fitted on.
 
 import numpy as np
-import scipy.sparse as sp
 
 from sklearn_compat import AlignedNeighbors, OrthogonalProcrustesAligner
 from sklearn_compat.metrics import ndcg_at_k
@@ -60,22 +55,6 @@ def synthetic(rng, latent=24, n_docs=400, n_queries=300, n_fit=3000):
     }
 
 
-def semanlink(path):
-    if not Path(path).exists():
-        sys.exit(f"{path} not found: build it with benchmarks/applications/build_semanlink.py")
-    with np.load(path) as data:
-        judged = data["judged"]
-        shape = (len(data["queries_minilm"]), len(data["documents_minilm"]))
-        relevance = sp.csr_matrix((np.ones(len(judged)), tuple(judged.T)), shape=shape)
-        parts = {"a": "minilm", "b": "wordllama"}
-        out = {
-            f"{part}_{side}": data[f"{part}_{model}"]
-            for side, model in parts.items()
-            for part in ("queries", "documents", "fit")
-        }
-    return {**out, "relevance": relevance}
-
-
 def rank_scores(top, n_docs):
     """A ranking (rows of document indices, best first) as scores: k, k-1, ..., 1, then 0."""
     scores = np.zeros((len(top), n_docs))
@@ -83,56 +62,48 @@ def rank_scores(top, n_docs):
     return scores
 
 
-def main():
-    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
-    parser.add_argument("--data", help="the benchmark's Semanlink cache instead of synthetic")
-    args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    data = semanlink(args.data) if args.data else synthetic(rng)
-    qrels = data["relevance"]
-
-    # Fit A -> B on texts both models embedded (never the evaluation's).
-    aligner = OrthogonalProcrustesAligner().fit(data["fit_a"], data["fit_b"])
-
-    # A's queries against B's index: mapped, or through the query path (CSLS, centring).
-    mapped_queries = aligner.transform(data["queries_a"])
-    search = AlignedNeighbors(aligner, n_neighbors=10).fit(data["documents_b"])
-    top10 = search.kneighbors(data["queries_a"], return_distance=False)
-
-    # A mixed index: half the documents still B's vectors, half embedded by A and mapped.
-    n_docs = len(data["documents_b"])
-    from_a = rng.permutation(n_docs)[: n_docs // 2]
-    mixed_index = data["documents_b"].copy()
-    mixed_index[from_a] = aligner.transform(data["documents_a"][from_a])
-
-    width = data["documents_b"].shape[1]
-    raw = data["queries_a"][:, :width] if data["queries_a"].shape[1] >= width else None
-    rows = [
-        ("A alone (A queries, A index)", data["queries_a"], data["documents_a"]),
-        ("B alone (B queries, B index)", data["queries_b"], data["documents_b"]),
-        ("A queries, B index, raw", raw, data["documents_b"]),
-        ("A queries mapped, B index", mapped_queries, data["documents_b"]),
-        ("B queries, mixed index", data["queries_b"], mixed_index),
-        # The query path's ranking, scored as given: rank scores 10..1 against one-hot docs.
-        ("A queries, AlignedNeighbors", rank_scores(top10, n_docs), np.eye(n_docs)),
-    ]
-    baseline = ndcg_at_k(data["queries_b"], data["documents_b"], qrels)
-    print(f"{'data':40s}{'Semanlink (MiniLM, WordLlama)' if args.data else 'synthetic'}")
-    print(f"{'':40s}{'nDCG@10':>9s}{'of B alone':>12s}")
-    for label, queries, index in rows:
-        if queries is None:
-            print(f"{label:40s}{'(A is narrower than B: no raw comparison)':>21s}")
-            continue
-        similarity = "dot" if label.endswith("AlignedNeighbors") else "cosine"
-        value = ndcg_at_k(queries, index, qrels, similarity=similarity)
-        print(f"{label:40s}{value:9.4f}{value / baseline:12.3f}")
-
+rng = np.random.default_rng(0)
+data = synthetic(rng)
+qrels = data["relevance"]
 
 # %%
-# Run
-# ---
-# Prints nDCG@10 of each way of searching, and the share of the index model's own
-# nDCG@10 it keeps.
+# The map, and three ways to use it
+# ---------------------------------
+# Fit A -> B on texts both models embedded (never the evaluation's). Then A's queries
+# search B's index mapped, or through the query path
+# (:class:`~sklearn_compat.AlignedNeighbors`: CSLS and centring), and a mixed index holds
+# half the documents as B's own vectors and half embedded by A and mapped.
 
-if __name__ == "__main__":
-    main()
+aligner = OrthogonalProcrustesAligner().fit(data["fit_a"], data["fit_b"])
+mapped_queries = aligner.transform(data["queries_a"])
+search = AlignedNeighbors(aligner, n_neighbors=10).fit(data["documents_b"])
+top10 = search.kneighbors(data["queries_a"], return_distance=False)
+
+n_docs = len(data["documents_b"])
+from_a = rng.permutation(n_docs)[: n_docs // 2]
+mixed_index = data["documents_b"].copy()
+mixed_index[from_a] = aligner.transform(data["documents_a"][from_a])
+
+# %%
+# What each way keeps
+# -------------------
+# nDCG@10 against the judgements, and the share of the index model's own nDCG@10 (B's
+# queries on B's index). A and B share no basis: A's raw queries (cut to B's width) find
+# nothing in B's index.
+
+width = data["documents_b"].shape[1]
+rows = [
+    ("A alone (A queries, A index)", data["queries_a"], data["documents_a"]),
+    ("B alone (B queries, B index)", data["queries_b"], data["documents_b"]),
+    ("A queries, B index, raw", data["queries_a"][:, :width], data["documents_b"]),
+    ("A queries mapped, B index", mapped_queries, data["documents_b"]),
+    ("B queries, mixed index", data["queries_b"], mixed_index),
+    # The query path's ranking, scored as given: rank scores 10..1 against one-hot docs.
+    ("A queries, AlignedNeighbors", rank_scores(top10, n_docs), np.eye(n_docs)),
+]
+baseline = ndcg_at_k(data["queries_b"], data["documents_b"], qrels)
+print(f"{'':40s}{'nDCG@10':>9s}{'of B alone':>12s}")
+for label, queries, index in rows:
+    similarity = "dot" if label.endswith("AlignedNeighbors") else "cosine"
+    value = ndcg_at_k(queries, index, qrels, similarity=similarity)
+    print(f"{label:40s}{value:9.4f}{value / baseline:12.3f}")

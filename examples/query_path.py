@@ -23,7 +23,7 @@ item.
 
 import matplotlib.pyplot as plt
 import numpy as np
-from quickstart import digit_models
+from _digit_models import digit_models
 from scipy.stats import ortho_group
 
 from sklearn_compat import AlignedNeighbors, OrthogonalProcrustesAligner

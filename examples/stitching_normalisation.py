@@ -23,7 +23,7 @@ rows, over two anchor draws.
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from quickstart import train_embedder
+from _digit_models import train_embedder
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 

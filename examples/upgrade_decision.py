@@ -12,26 +12,23 @@ wrapped around the unchanged old index, so new-model queries search it directly.
 
 Runs in a few seconds on a CPU; no download.  The FAISS part needs ``faiss-cpu`` (the
 ``faiss`` extra) and is skipped, with a note, without it.
-
-Usage::
-
-    python examples/upgrade_decision.py [--output-dir DIR]
 """
 
-import argparse
-import sys
+# %%
+# Two models and a map
+# --------------------
+# The quickstart's two small networks embed the same digits; the map is fitted on the
+# training digits only.
+
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from _digit_models import digit_models
 
 from sklearn_compat import OrthogonalProcrustesAligner
 from sklearn_compat.io import export_map
 from sklearn_compat.metrics import compatibility_report
-
-# Beside this file (the documentation's gallery runs it without __file__, from examples/).
-sys.path.insert(0, str(Path(globals().get("__file__", "upgrade_decision.py")).resolve().parent))
-from quickstart import digit_models  # noqa: E402 - the quickstart's two small models
 
 
 def deploy_with_faiss(aligner, new_queries, old_gallery, out_dir, k=10):
@@ -57,33 +54,33 @@ def deploy_with_faiss(aligner, new_queries, old_gallery, out_dir, k=10):
     return found
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
-    parser.add_argument("--output-dir", type=Path, help="where the report goes (default: tmp)")
-    args = parser.parse_args(argv)
-    out_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="upgrade_decision_"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    X_train, X_test, y_train, y_test, old, new = digit_models()
-    aligner = OrthogonalProcrustesAligner(center=True).fit(new(X_train), old(X_train))
-
-    # The decision, on items the map never saw.
-    new_test, old_test = new(X_test), old(X_test)
-    report = compatibility_report(aligner, new_test, old_test, labels=y_test, random_state=0)
-    print(report)
-    figure = report.plot(out_dir / "report.png")
-    (out_dir / "report.md").write_text(report.to_markdown(figure=figure.name))
-    print(f"\nwrote {out_dir / 'report.md'} and {figure}")
-
-    # The deployment: new-model queries against the old index, through FAISS.
-    deploy_with_faiss(aligner, new_test, old_test, out_dir)
-
+X_train, X_test, y_train, y_test, old, new = digit_models()
+aligner = OrthogonalProcrustesAligner(center=True).fit(new(X_train), old(X_train))
 
 # %%
-# Run
-# ---
-# Prints the compatibility report and its decision, writes the report with its figure,
-# and searches the old FAISS index with new-model queries through the exported map.
+# The decision, on items the map never saw
+# ----------------------------------------
+# :func:`~sklearn_compat.metrics.compatibility_report` scores the old system, the bridge
+# (mapped new queries against the old gallery) and a full re-index, with the bridge's
+# retention and its confidence interval, and says which to deploy.
 
-if __name__ == "__main__":
-    main()
+new_test, old_test = new(X_test), old(X_test)
+report = compatibility_report(aligner, new_test, old_test, labels=y_test, random_state=0)
+print(report)
+
+# %%
+# The report, as a file to share
+# ------------------------------
+# Markdown with its figure, written to a temporary folder here.
+
+out_dir = Path(tempfile.mkdtemp(prefix="upgrade_decision_"))
+figure = report.plot(out_dir / "report.png")
+(out_dir / "report.md").write_text(report.to_markdown(figure=figure.name))
+print(f"wrote {out_dir / 'report.md'} and {figure}")
+
+# %%
+# The deployment
+# --------------
+# New-model queries search the unchanged old FAISS index through the exported map.
+
+found = deploy_with_faiss(aligner, new_test, old_test, out_dir)

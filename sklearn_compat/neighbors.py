@@ -12,10 +12,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core.backend import resolve_device, to_numpy, to_torch
 from ._core.knn import crowding, rowwise, search
+from ._core.query_policy import fitted_csls_k, query_comparison_form, query_csls_k
 from ._core.ranking import check_embeddings, knn_mean_similarity, l2_normalize
 from ._core.validation import NumbersNotBoolsMixin
 from ._neighbors_index import DEFAULT_PARAMS, FaissGallery
-from ._neighbors_policy import fitted_csls_k, query_comparison_form, query_csls_k
 
 __all__ = ["AlignedNeighbors"]
 

@@ -1,14 +1,10 @@
-"""Shared fixtures: seeded data, the real feature file when ../shared is present."""
-
-from pathlib import Path
+"""Common fixtures: seeded data and the real MNIST features shipped with the package."""
 
 import numpy as np
 import pytest
 import torch
 
-# The workplace keeps shared data beside the checkout: <parent>/shared/data.
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-SHARED_FEATURES = SHARED_DATA / "mnist5k_features.npz"
+from sklearn_compat.datasets import load_mnist_features
 
 
 @pytest.fixture
@@ -18,11 +14,8 @@ def rng():
 
 @pytest.fixture(scope="session")
 def mnist_features():
-    """Real 64-d features of 5,000 MNIST digits from three networks (skips if absent)."""
-    if not SHARED_FEATURES.exists():
-        pytest.skip(f"{SHARED_FEATURES} not present (only in the project's workplace)")
-    with np.load(SHARED_FEATURES) as data:
-        return {key: data[key] for key in data.files}
+    """Real 64-d features of 5,000 MNIST digits from three networks (``load_mnist_features``)."""
+    return load_mnist_features()
 
 
 def pytest_collection_modifyitems(config, items):

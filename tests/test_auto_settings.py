@@ -17,8 +17,8 @@ from sklearn_compat import (
     WhitenedProcrustesAligner,
 )
 from sklearn_compat._core.holdout import holdout_folds, paired_top1, top1_of_similarities
+from sklearn_compat._core.query_policy import query_comparison_form
 from sklearn_compat._core.refit_choice import TRAINED_MARGIN
-from sklearn_compat._neighbors_policy import query_comparison_form
 from sklearn_compat.exceptions import AutoSettingWarning
 from sklearn_compat.io import model_fingerprint
 
@@ -385,8 +385,8 @@ def test_query_path_is_faithful_on_real_features(mnist_features, make, n_train):
 
 def test_the_former_auto_settings_module_still_names_what_it_held():
     # Split by idea (issue 33); code and citations that import the old path keep working.
-    from sklearn_compat import _neighbors_policy
     from sklearn_compat._core import auto_settings, fitted_choices, holdout, moment_choice
+    from sklearn_compat._core import query_policy as _neighbors_policy
 
     assert auto_settings.holdout_folds is holdout.holdout_folds
     assert auto_settings.choose_procrustes_setting is moment_choice.choose_procrustes_setting

@@ -1,4 +1,10 @@
-"""The package's import graph: no circle, and no arrow from the implementation back up.
+"""The import graphs: no circle, and no arrow from the implementation back up.
+
+The package's graph is checked at two grains: between modules, and between rooms (a
+module or sub-package directly under ``sklearn_compat/``, such as ``_core`` or ``io``), so
+that no two rooms lean on each other even through different modules.  The benchmark
+scripts (``benchmarks/**.py``, which import one another as top-level modules by file name)
+have no circle either.
 
 Every ``import`` statement under ``sklearn_compat/`` counts, at module level and inside
 functions alike (a function-level import still ties the two modules together; it only
@@ -139,3 +145,48 @@ def test_the_import_graph_has_no_cycle():
     if found == [_CLI_CIRCLE]:
         pytest.xfail("cli/_commands <-> cli/_stores: removed by the CLI branch")
     assert found == []
+
+
+def room_graph(graph):
+    """The module graph collapsed onto rooms: ``sklearn_compat.X`` for every module in X."""
+    def room(module):
+        return ".".join(module.split(".")[:2])
+
+    rooms = {}
+    for module, targets in graph.items():
+        here = room(module)
+        rooms.setdefault(here, set()).update(room(t) for t in targets if room(t) != here)
+    return rooms
+
+
+def test_no_two_rooms_import_each_other():
+    # _core/ and _neighbors_policy.py once did, through different modules of _core.
+    found = [c for c in cycles(room_graph(import_graph())) if "sklearn_compat.cli" not in c]
+    assert found == []
+
+
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def benchmark_graph():
+    """``{script stem: set of benchmark script stems it imports}`` (names are unique)."""
+    scripts = {path.stem: path for path in BENCHMARKS.rglob("*.py")}
+    graph = {}
+    for stem, path in scripts.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                targets.add(node.module.split(".")[0])
+        graph[stem] = {t for t in targets if t in scripts and t != stem}
+    return graph
+
+
+@pytest.mark.skipif(not BENCHMARKS.is_dir(), reason="no benchmarks/ beside the package")
+def test_the_benchmarks_have_no_import_cycle():
+    scripts = [p.stem for p in BENCHMARKS.rglob("*.py")]
+    assert len(scripts) == len(set(scripts)), "two benchmark scripts share a file name"
+    graph = benchmark_graph()
+    assert "_common" in graph["alignment_table"]  # the graph sees the scripts' imports
+    assert cycles(graph) == []

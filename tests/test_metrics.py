@@ -565,7 +565,6 @@ def test_cuda_matches_cpu(rng):
 
 
 # ---------------------------------------------------------------------- real features
-@pytest.mark.shared_data
 def test_real_features_cross_model_retrieval(mnist_features):
     from sklearn_compat import OrthogonalProcrustesAligner
 

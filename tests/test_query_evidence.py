@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import ortho_group
 
 from sklearn_compat import AlignedNeighbors, OrthogonalProcrustesAligner
-from sklearn_compat._neighbors_policy import (
+from sklearn_compat._core.query_policy import (
     QUERY_MARGIN,
     query_comparison_form,
     query_csls_k,

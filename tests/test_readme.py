@@ -2,9 +2,8 @@
 
 The pages are docs/**/*.md (the user guide, getting started; not the generated ones).  Each
 block runs on its own (a fresh namespace, as ``__main__``, so a block guarded by
-``if __name__ == "__main__":`` runs too), so blocks must be self-contained.  A block
-preceded by the line ``<!-- needs-shared-data -->`` uses the project's shared feature file
-and is skipped when that file is absent.
+``if __name__ == "__main__":`` runs too), so blocks must be self-contained.  Real data come
+from the package (``sklearn_compat.datasets``), so no block is ever skipped.
 """
 
 import re
@@ -20,8 +19,6 @@ PAGES = [README] + sorted(
     for path in (ROOT / "docs").rglob("*.md")
     if not set(GENERATED) & set(path.relative_to(ROOT / "docs").parts)
 )
-SHARED_FEATURES = ROOT.parent / "shared" / "data" / "mnist5k_features.npz"  # as conftest.py
-SHARED_MARKER = "<!-- needs-shared-data -->"
 BLOCK = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)\n```", re.DOTALL)
 
 
@@ -32,11 +29,9 @@ def _blocks(pages=PAGES):
         name = page.relative_to(ROOT).as_posix()
         for match in BLOCK.finditer(text):
             line = text[: match.start("code")].count("\n") + 1
-            needs_shared = match.group("before").strip() == SHARED_MARKER
-            marks = [pytest.mark.shared_data] if needs_shared else []
             # Padding keeps tracebacks pointing at the page's own line numbers.
             code = "\n" * (line - 1) + match.group("code")
-            blocks.append(pytest.param(page, code, needs_shared, id=f"{name}:{line}", marks=marks))
+            blocks.append(pytest.param(page, code, id=f"{name}:{line}"))
     return blocks
 
 
@@ -53,10 +48,8 @@ def test_user_guide_pages_have_python_examples():
     assert not bare, f"user guide pages without a runnable example: {bare}"
 
 
-@pytest.mark.parametrize("page, code, needs_shared", _blocks())
-def test_python_block_runs(page, code, needs_shared):
-    if needs_shared and not SHARED_FEATURES.exists():
-        pytest.skip(f"{SHARED_FEATURES} not present")
+@pytest.mark.parametrize("page, code", _blocks())
+def test_python_block_runs(page, code):
     exec(compile(code, str(page), "exec"), {"__name__": "__main__"})
 
 

@@ -52,10 +52,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build_pairs as bp  # noqa: E402
+from held_aside import SEED, SEED_B, SEED_C  # noqa: E402
 
-SEED = 11
-SEED_B = 23
-SEED_C = 37
 WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 

@@ -3,18 +3,10 @@
 The module was split by idea: :mod:`.holdout` (held-out folds and their paired top-1),
 :mod:`.auto_choice` (resolving an estimator's ``"auto"`` parameters), :mod:`.moment_choice`
 and :mod:`.refit_choice` (the two kinds of chooser), :mod:`.fitted_choices` (what a model's
-fingerprint records of them) and :mod:`sklearn_compat._neighbors_policy` (how
+fingerprint records of them) and :mod:`sklearn_compat._core.query_policy` (how
 ``AlignedNeighbors`` ranks).  New code imports from those modules.
 """
 
-from .._neighbors_policy import (
-    QUERY_CSLS_K,
-    QUERY_MARGIN,
-    query_comparison_form,
-    query_csls_k,
-    query_evidence,
-    query_path_scores,
-)
 from ..exceptions import AutoSettingWarning
 from .auto_choice import (
     checked_input,
@@ -51,6 +43,14 @@ from .moment_choice import (
     negligible_row_offsets,
     uncentred,
     uncentred_stats,
+)
+from .query_policy import (
+    QUERY_CSLS_K,
+    QUERY_MARGIN,
+    query_comparison_form,
+    query_csls_k,
+    query_evidence,
+    query_path_scores,
 )
 from .refit_choice import TRAINED_MARGIN, choose_by_refit
 

@@ -24,7 +24,6 @@ import torch
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from .._neighbors_policy import query_path_scores
 from .holdout import (
     LARGE_N,
     WIDE_SOLVE,
@@ -36,6 +35,7 @@ from .holdout import (
     top1_of_similarities,
     unit_rows_float32,
 )
+from .query_policy import query_path_scores
 
 
 def negligible_offsets(moments, share=0.01):

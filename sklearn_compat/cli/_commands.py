@@ -20,6 +20,7 @@ from ..io._read import open_table, read_table
 from ..io._write import AtomicOutput, OutputLayout, TableWriter
 from ._files import grid_plot_path, report_figure_path
 from ._mapping import check_width as _check_width
+from ._mapping import columns_beside_the_model as _columns_beside_the_model
 from ._mapping import map_batch as _map_batch
 from ._mapping import model_input as _model_input
 from ._mapping import model_width as _model_width
@@ -85,18 +86,22 @@ def _target_spec(args, exclude=()):
     )
 
 
-def _read_pair(args, extra_columns=()):
+def _read_pair(args, extra_columns=(), source_exclude=()):
     """Read and join source and target.
 
     Returns ``(X, Y, source_reader, target_reader, report, extra)``.
 
     ``extra_columns`` (e.g. labels) are read from the source when it has them, else from
-    the target, and returned in ``extra`` aligned with the joined rows.
+    the target, and returned in ``extra`` aligned with the joined rows.  ``source_exclude``:
+    further source columns that are not the embedding.
     """
     src_extra, tgt_extra = _split_extra(args, extra_columns)
     exclude = tuple(extra_columns)
     source = read_table(
-        args.source, _source_spec(args, exclude), dtype=args.dtype, extra_columns=src_extra
+        args.source,
+        _source_spec(args, exclude + tuple(source_exclude)),
+        dtype=args.dtype,
+        extra_columns=src_extra,
     )
     target = read_table(
         args.target, _target_spec(args, exclude), dtype=args.dtype, extra_columns=tgt_extra
@@ -329,6 +334,9 @@ def run_transform(args):
     if store:
         return run_store_transform(args, model, _source_spec(args))
     reader = open_table(args.input, _source_spec(args), dtype=args.dtype)
+    beside = _columns_beside_the_model(model, reader)
+    if beside:
+        reader = open_table(args.input, _source_spec(args, beside), dtype=args.dtype)
     _warn_dropped_columns(reader)
     expected = _model_width(model, args.model)
     _check_width(reader, expected, args.model)
@@ -391,7 +399,9 @@ def run_evaluate(args):
     model = load_model(args.model, trust=args.trust)
     _set_device(model, args.device)
     labels_col = (args.labels_column,) if args.labels_column else ()
-    X, Y, src, tgt, report, extra = _read_pair(args, labels_col)
+    peek = open_table(args.source, _source_spec(args, labels_col), dtype=args.dtype)
+    beside = _columns_beside_the_model(model, peek)
+    X, Y, src, tgt, report, extra = _read_pair(args, labels_col, source_exclude=beside)
     _log(report.summary())
     expected = _model_width(model, args.model)
     if X.shape[1] != expected:
@@ -722,7 +732,12 @@ def run_search(args):
     _check_output(args.output, args.force, inputs=(args.gallery, args.queries, args.model))
     model = load_model(args.model, trust=args.trust)
     searcher_class = load("neighbors", "AlignedNeighbors", "the search command")
-    query_reader, queries = read_table(args.queries, _source_spec(args), dtype=args.dtype)
+    beside = _columns_beside_the_model(
+        model, open_table(args.queries, _source_spec(args), dtype=args.dtype)
+    )
+    query_reader, queries = read_table(
+        args.queries, _source_spec(args, beside), dtype=args.dtype
+    )
     _check_width(query_reader, _model_width(model, args.model), args.model)
     gallery_reader, gallery = read_table(args.gallery, _source_spec(args), dtype=args.dtype)
     n_gallery = len(gallery.X)

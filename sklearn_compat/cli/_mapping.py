@@ -13,6 +13,7 @@ from ..io._common import InputError
 
 __all__ = [
     "check_width",
+    "columns_beside_the_model",
     "map_batch",
     "model_input",
     "model_width",
@@ -37,11 +38,43 @@ def model_width(model, path):
 def check_width(reader, expected, model_path):
     """Refuse a table whose embedding is not ``expected`` values wide (the model's input)."""
     if reader.width is not None and reader.width != expected:
+        spec = reader.spec
+        hint = ""
+        if reader.form == "columns" and not (spec.prefix or spec.pattern or spec.vector_column):
+            hint = "; choose the embedding columns with --prefix or --pattern"
         raise InputError(
             f"the embedding ({reader.describe_embedding()}, {reader.spec.describe()}) has "
-            f"{reader.width} values per row, but the model {model_path} expects {expected}",
+            f"{reader.width} values per row, but the model {model_path} expects {expected}"
+            f"{hint}",
             path=reader.path,
         )
+
+
+def columns_beside_the_model(model, reader):
+    """Numeric columns that are not the embedding the model was fitted on, or ``()``.
+
+    A model fitted on named columns (``feature_names_in_``) that meets a table holding all
+    of them and more numeric columns (a ``price``, a ``year``) takes its own columns: the
+    others are returned, to be excluded when the table is opened again, and a note names
+    them.  Only when the columns were not chosen explicitly (no prefix, pattern or list
+    column) and the table is wider than the model.
+    """
+    names = getattr(model, "feature_names_in_", None)
+    spec = reader.spec
+    if names is None or reader.form != "columns" or spec.prefix or spec.pattern:
+        return ()
+    names = [str(n) for n in names]
+    columns = list(reader.vector_columns)
+    if len(columns) <= len(names) or not set(names) <= set(columns):
+        return ()
+    others = tuple(c for c in columns if c not in set(names))
+    shown = ", ".join(map(repr, others[:3])) + (", ..." if len(others) > 3 else "")
+    _log(
+        f"sklearn-compat: note: {reader.path}: using the {len(names)} columns the model was "
+        f"fitted on; {shown} {'is' if len(others) == 1 else 'are'} not part of the embedding "
+        "(choose columns with --prefix or --pattern)"
+    )
+    return others
 
 
 def source_columns(model, reader):

@@ -28,6 +28,35 @@ _EXACT_FLOATS = {"float_precision": "round_trip"} if _pandas_version() < (3, 1) 
 # Rows pandas looks at to tell numeric columns from the rest in a CSV file.
 _CSV_SNIFF_ROWS = 200
 
+# The cells pandas reads as missing by default.  Ids are read without them ("NA" is a country
+# code, "None" a word, "nan" an id like any other: ids are text exactly as written) and only
+# an empty id cell is missing; embedding cells keep them (a missing value is reported there).
+_DEFAULT_NA = [
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+]  # fmt: skip
+
+# One header field that is a number: a plain decimal or scientific literal (a decimal comma
+# where the separator is not a comma).  "nan" and "inf" are names, not numbers, here.
+_NUMBER = re.compile(r"\s*[-+]?(?:\d+(?:[.,]\d*)?|[.,]\d+)(?:[eE][-+]?\d+)?\s*")
+
+
+def _headerless(header_line, sep):
+    """Whether a CSV file's first line is a data row: every field a number.
+
+    Such a file was written without a header (``np.savetxt``, ``df.to_csv(header=False)``);
+    reading its first line as column names would silently lose a row.  A header of real
+    column names always has a name that is not a number, except pandas' default names
+    ``0, 1, 2, ...``, which stay a header.
+    """
+    fields = header_line.decode("utf-8-sig", errors="replace").rstrip("\r").split(sep)
+    fields = [f.strip().strip('"') for f in fields]
+    if fields == [str(j) for j in range(len(fields))]:
+        # "0,1,2,...": the column names pandas gives a frame without names
+        # (pd.DataFrame(X).to_csv(index=False)), a header.
+        return False
+    return bool(fields) and all(_NUMBER.fullmatch(f) for f in fields)
+
 
 def _mostly_numbers(values):
     """Whether a text column is an embedding column with some bad cells.
@@ -152,7 +181,10 @@ class CsvReader(TableReader):
     ``.csv.gz``, ``.csv.bz2`` and ``.csv.zst`` are decompressed on the fly by pyarrow.
     The separator is taken from the header line: a comma, or a semicolon or tab when the
     header has no comma (spreadsheet exports in many locales), and then a decimal comma
-    (``0,5``) is recognised too.
+    (``0,5``) is recognised too.  A file whose first line is all numbers has no header
+    (``np.savetxt``, ``df.to_csv(header=False)``): every line is a data row, the columns are
+    named ``"0"``, ``"1"``, ... and the reader warns once.  Only an empty id cell is a
+    missing id; ``NA``, ``null``, ``None`` or ``nan`` are ids like any other.
     """
 
     format = "csv"
@@ -160,7 +192,22 @@ class CsvReader(TableReader):
     def __init__(self, path, spec, dtype, extra_columns):
         super().__init__(path, spec, dtype, extra_columns)
         self._codec = csv_compression(path)
+        self._names = None
         self._sep, self._decimal = self._sniff_separator(), "."
+        if self._headerless:
+            width = len(self._first_line.split(self._sep.encode()))
+            self._names = [str(j) for j in range(width)]
+            if spec.id_column is not None:
+                raise InputError(
+                    f"has no header line (its first line is {width} numbers), so no id "
+                    f"column {spec.id_column!r}; add a header line naming the columns",
+                    path=path,
+                )
+            warnings.warn(
+                f"{path}: no header line (the first line is all numbers): every line is "
+                f"read as a data row, the {width} columns named '0' to '{width - 1}'",
+                stacklevel=3,
+            )
         sample = self._read(nrows=_CSV_SNIFF_ROWS)
         if self._sep != "," and _decimal_commas(sample):
             self._decimal = ","
@@ -192,7 +239,9 @@ class CsvReader(TableReader):
             and sample[c].dropna().astype(str).str.lstrip().str.startswith("[").all()
             and sample[c].notna().any()
         ]
-        self.index_column = _pandas_index_column(sample, columns, spec, path)
+        self.index_column = (
+            None if self._names else _pandas_index_column(sample, columns, spec, path)
+        )
         index = () if self.index_column is None else (self.index_column,)
         spec = spec.excluding(tuple(extra_columns) + index)
         self.form, chosen = spec.select(numeric, list_like, path, columns)
@@ -204,7 +253,7 @@ class CsvReader(TableReader):
 
     def where(self, row):
         # Line numbers assume one line per row (no quoted newlines), as exports have.
-        return f"line {row + 2}"
+        return f"line {row + (1 if self._names else 2)}"
 
     def _open(self):
         """A binary stream of the file's (decompressed) text, or None for a plain file."""
@@ -236,16 +285,21 @@ class CsvReader(TableReader):
             raise InputError("no such file", path=self.path) from None
         except IsADirectoryError:
             raise InputError("is a directory, not a table", path=self.path) from None
-        header = head.split(b"\n", 1)[0]
+        header = self._first_line = head.split(b"\n", 1)[0].rstrip(b"\r")
         if b"," in header:
-            return ","
-        counts = {";": header.count(b";"), "\t": header.count(b"\t")}
-        best = max(counts, key=counts.get)
-        return best if counts[best] else ","
+            sep = ","
+        else:
+            counts = {";": header.count(b";"), "\t": header.count(b"\t")}
+            best = max(counts, key=counts.get)
+            sep = best if counts[best] else ","
+        self._headerless = bool(header.strip()) and _headerless(header, sep)
+        return sep
 
     def _read(self, **kwargs):
         stream = self._open()
         try:
+            if self._names is not None:
+                kwargs = {"header": None, "names": self._names, **kwargs}
             result = pd.read_csv(
                 self.path if stream is None else stream,
                 sep=self._sep,
@@ -289,7 +343,17 @@ class CsvReader(TableReader):
             dtypes.update({c: np.float64 for c in self.vector_columns})
         else:
             dtypes[self.list_column] = str
-        reader = self._read(usecols=self._usecols(), dtype=dtypes, chunksize=batch_size)
+        usecols = self._usecols()
+        # Ids as written: only an empty cell is missing; every other column keeps pandas'
+        # missing-value markers (a missing embedding value is reported where it is).
+        na_values = {c: [""] if c == self.id_column else _DEFAULT_NA for c in usecols}
+        reader = self._read(
+            usecols=usecols,
+            dtype=dtypes,
+            chunksize=batch_size,
+            keep_default_na=False,
+            na_values=na_values,
+        )
         start = 0
         with reader:
             while True:

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ._common import DUPLICATE_POLICIES, InputError
+from ._table_reader import show_id
 
 __all__ = ["JoinReport", "join_on_ids", "DUPLICATE_POLICIES"]
 
@@ -93,7 +94,7 @@ def _deduplicate(ids, policy, reader):
         rows = np.flatnonzero(index == first)[:3]
         where = " and ".join(reader.where(int(r)) for r in rows)
         raise InputError(
-            f"{n_dup} ids appear on more than one row, e.g. id {first!r} on {where}; "
+            f"{n_dup} ids appear on more than one row, e.g. id {show_id(first)} on {where}; "
             "pass --duplicates first, last or drop to choose",
             path=reader.path,
         )

@@ -66,6 +66,10 @@ class TableReader:
     list_column = None
     width = None
     n_rows = None
+    #: Whether ``Batch.start`` counts rows in the order the user's file holds them.  A store
+    #: read in id order (a database table has no file order) sets it False: its messages
+    #: then name a row by its id alone, never by a position the user cannot find.
+    rows_in_file_order = True
 
     def __init__(self, path, spec, dtype, extra_columns):
         self.path = path
@@ -113,9 +117,12 @@ class TableReader:
         return None if self.id_column is None else np.empty(0, dtype=object)
 
     def _locate(self, batch, i, column=None):
-        where = self.where(batch.start + i)
-        if batch.ids is not None and column != self.id_column:
-            where += f" (id {_show(batch.ids[i])})"
+        if not self.rows_in_file_order and batch.ids is not None:
+            where = f"id {_show(batch.ids[i])}"
+        else:
+            where = self.where(batch.start + i)
+            if batch.ids is not None and column != self.id_column:
+                where += f" (id {_show(batch.ids[i])})"
         if column is not None:
             where += f", column {column!r}"
         return where
@@ -180,10 +187,20 @@ class TableReader:
         return np.asarray(X, dtype=target)
 
 
-def _show(value):
+def show_id(value):
+    """An id as a message prints it: ``'NA'`` for text, ``7`` for a number.
+
+    numpy scalars print as the plain values they hold (``7``, not ``np.int64(7)``; ``'x'``,
+    not ``np.str_('x')``), and bytes as the text they decode to.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, bytes):
         value = value.decode(errors="replace")
     return repr(value) if isinstance(value, str) else str(value)
+
+
+_show = show_id
 
 
 def _missing_id_column(spec, columns, path):

@@ -9,7 +9,7 @@ which comparison form won on its held-out fold (``query_scores_``, scored by
 
 import numpy as np
 
-from ._core.holdout import top1_of_similarities, unit_rows_float32
+from .holdout import top1_of_similarities, unit_rows_float32
 
 
 def query_comparison_form(aligner, gallery):
