@@ -20,9 +20,16 @@ from .procrustes import OrthogonalProcrustesAligner
 
 __all__ = ["UnpairedProcrustesAligner"]
 
-# Fewest rows a side needs: k-means, CSLS neighbourhoods and a mutual-neighbour share
-# mean nothing on fewer.
+# Rows below which scikit-learn's own "n_samples" message answers (one row is no cloud).
 _MIN_ROWS = 2
+# Fewest rows a side needs for a fit at all: the start's clusters, CSLS neighbourhoods and
+# a held-out fifth of X need a few rows each.  Below _MIN_JUDGED_ROWS the fit runs but its
+# confidence cannot mean anything (see _MIN_JUDGED_ROWS).
+_MIN_FIT_ROWS = 10
+# Rows a side needs for confidence_ to be measured at all: below, its held-out fifth is a
+# handful of rows whose mutual partners say nothing (two unrelated random clouds of a few
+# dozen rows reach a held-out share of 1), so the fit warns and reports 0.
+_MIN_JUDGED_ROWS = 100
 _INITS = ("sorted_profile", "cluster_match")
 # Share of held-out rows of X left out of self-learning, on which confidence_ is measured.
 _HELDOUT_SHARE = 0.2
@@ -318,30 +325,31 @@ class UnpairedProcrustesAligner(BaseAligner):
         W, self.init_, self.start_scores_ = self._start(Xw, Yw, held, seeds_w, rng, generator)
         W, self.n_iter_ = self._self_learn(Xw, Yw, W, held, seeds_w, self.max_iter)
         self.mutual_share_ = _u.heldout_share(Xw, Yw, W, held, self.csls_k)
-        # What the same self-learning reaches on held-out rows against a target with Y's
-        # shape but no structure: mutual partners come by chance in few dimensions.
-        cloud = _u.structureless_cloud(Yw, generator)
-        W_null = _u.random_orthogonal(Xw.shape[1], Yw.shape[1], generator).to(Xw.device)
-        W_null, _ = self._self_learn(Xw, cloud, W_null, held, None, self.max_iter)
-        self.chance_share_ = _u.heldout_share(Xw, cloud, W_null, held, self.csls_k)
-        self.confidence_ = max(
-            0.0, (self.mutual_share_ - self.chance_share_) / (1.0 - self.chance_share_)
-        )
+        too_few = min(len(X), len(Y)) < _MIN_JUDGED_ROWS
+        if too_few:
+            self.chance_share_, self.confidence_ = float("nan"), 0.0
+        else:
+            # What the same self-learning reaches on held-out rows against a target with
+            # Y's shape but no structure: mutual partners come by chance in few dimensions.
+            cloud = _u.structureless_cloud(Yw, generator)
+            W_null = _u.random_orthogonal(Xw.shape[1], Yw.shape[1], generator).to(Xw.device)
+            W_null, _ = self._self_learn(Xw, cloud, W_null, held, None, self.max_iter)
+            self.chance_share_ = _u.heldout_share(Xw, cloud, W_null, held, self.csls_k)
+            beyond = self.mutual_share_ - self.chance_share_
+            self.confidence_ = max(0.0, beyond / max(1e-12, 1.0 - self.chance_share_))
         i, j = _u.mutual_pairs(_u.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
         self.matches_ = np.stack([rows_x[i.cpu().numpy()], rows_y[j.cpu().numpy()]], axis=1)
         self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
-        if self.confidence_ < self.min_confidence:
-            warnings.warn(
-                f"The unpaired alignment looks unreliable: confidence_={self.confidence_:.3f} "
-                "(the share of held-out rows, which the fit never saw, that find a mutual "
-                "nearest neighbour under the map, beyond what unrelated spaces give) is below "
-                f"min_confidence={self.min_confidence}. "
-                "The two spaces may share too little "
-                "structure for an unsupervised fit; pass seed pairs (pairs=, a few hundred "
-                "help most), more rows of the same items on both sides, or fit a supervised "
-                "aligner on paired rows.",
-                UnreliableAlignmentWarning,
-                stacklevel=2,
+        if too_few:
+            _warn_unreliable(
+                f"X has {len(X)} rows and Y {len(Y)}; below {_MIN_JUDGED_ROWS} rows a side "
+                "no unsupervised figure can tell a right map from chance, so confidence_ is 0"
+            )
+        elif self.confidence_ < self.min_confidence:
+            _warn_unreliable(
+                f"confidence_={self.confidence_:.3f} (the share of held-out rows, which the "
+                "fit never saw, that find a mutual nearest neighbour under the map, beyond "
+                f"what unrelated spaces give) is below min_confidence={self.min_confidence}"
             )
         return self
 
@@ -500,6 +508,13 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
         if Y.ndim == 1:
             Y = Y.reshape(-1, 1)
+        for name, rows in (("X", len(X)), ("Y", len(Y))):
+            if rows < _MIN_FIT_ROWS:
+                raise ValueError(
+                    f"{type(self).__name__} needs at least {_MIN_FIT_ROWS} rows on each side "
+                    f"to learn a map without pairs; {name} has {rows}. With so few items, "
+                    "pair them and fit OrthogonalProcrustesAligner."
+                )
         self._target_names = target_names
         return X, Y.astype(X.dtype, copy=False)
 
@@ -533,6 +548,20 @@ class UnpairedProcrustesAligner(BaseAligner):
         return tags
 
 
+def _warn_unreliable(reason):
+    """Warn with :class:`UnreliableAlignmentWarning`; ``reason`` (a clause naming what the
+    fit measured) is kept on the warning as ``reason`` so that the command line can say
+    the same in its own terms."""
+    warning = UnreliableAlignmentWarning(
+        f"The unpaired alignment looks unreliable: {reason}. The two spaces may share too "
+        "little structure for an unsupervised fit; pass seed pairs (pairs=, a few hundred "
+        "help most), more rows of the same items on both sides, or fit a supervised "
+        "aligner on paired rows."
+    )
+    warning.reason = reason
+    warnings.warn(warning, stacklevel=3)
+
+
 def _sample(n, limit, rng, keep):
     """Sorted row indices: all ``n`` rows, or ``limit`` of them including ``keep``."""
     if n <= limit:
@@ -553,7 +582,7 @@ def _heldout_rows(n, seeds, rng):
 
 
 def _check_pairs(pairs, n_x, n_y):
-    """Seed pairs as an int64 (m, 2) array of valid rows, or a clear error."""
+    """Seed pairs as an int64 (m, 2) array of valid rows, or a one-line error."""
     if pairs is None:
         return np.empty((0, 2), dtype=np.int64)
     values = np.asarray(checked_input(pairs, "pairs"))
@@ -561,16 +590,40 @@ def _check_pairs(pairs, n_x, n_y):
         raise ValueError(
             f"pairs must have shape (n_pairs, 2), (row of X, row of Y); got shape {values.shape}."
         )
-    if values.size and not np.issubdtype(values.dtype, np.integer):
-        if not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
-            raise ValueError("pairs must hold integer row indices.")
-    values = values.astype(np.int64)
+    if values.dtype.kind == "O":  # mixed Python objects: judge each entry
+        for (row, column), value in np.ndenumerate(values):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
+                _not_an_index(row, column, value)
+        values = values.astype(np.float64)
+    if values.dtype.kind not in "iuf":  # strings, booleans, bytes, dates
+        entries = [(where, value.item()) for where, value in np.ndenumerate(values)]
+        # the first entry that does not even read as a number, else the first
+        odd = [e for e in entries if not str(e[1]).strip().lstrip("-").isdigit()]
+        (row, column), value = (odd or entries)[0]
+        _not_an_index(row, column, value)
     for column, (name, n) in enumerate((("X", n_x), ("Y", n_y))):
-        bad = (values[:, column] < 0) | (values[:, column] >= n)
+        side = values[:, column]
+        bad = (side < 0) | (side >= n) | (side != np.round(side))
+        if values.dtype.kind == "f":
+            bad |= ~np.isfinite(side)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
+            value = float(side[row])
+            if value != np.round(value) or not np.isfinite(value):
+                raise ValueError(
+                    f"pairs[{row}] = {values[row].tolist()}: {value!r} is not an integer row "
+                    "index (pairs must hold integer row indices)."
+                )
+            shown = int(value) if abs(value) < 2**53 else f"{value:g}"
             raise ValueError(
-                f"pairs[{row}] = {values[row].tolist()} names row {values[row, column]} of "
+                f"pairs[{row}] = {values[row].tolist()} names row {shown} of "
                 f"{name}, which has {n} rows."
             )
-    return values
+    return values.astype(np.int64)
+
+
+def _not_an_index(row, column, value):
+    raise ValueError(
+        f"pairs[{row}, {column}] = {value!r} is not a row index: pairs must hold integer "
+        f"row indices (row of X, row of Y), not {type(value).__name__} values."
+    )

@@ -279,12 +279,54 @@ def test_float32_in_float32_out():
         (np.array([[0, 1], [5, 90]]), r"pairs\[1\] = \[5, 90\] names row 90 of Y, which has 80"),
         (np.array([[-1, 0]]), r"names row -1 of X"),
         (np.array([[0.5, 1.0]]), "integer row indices"),
+        ([["a", "b"]], r"pairs\[0, 0\] = 'a' is not a row index: .* not str values"),
+        ([[0, "b"]], r"pairs\[0, 1\] = 'b' is not a row index"),
+        ([["0", "1"]], r"pairs\[0, 0\] = '0' is not a row index: .* not str values"),
+        ([[3, None]], r"pairs\[0, 1\] = None is not a row index"),
+        ([[True, False]], r"pairs\[0, 0\] = True is not a row index: .* not bool values"),
+        (np.array([[1, 0]], dtype=bool), r"= True is not a row index"),
+        (
+            [[2, 0], [1e30, 0]],
+            r"pairs\[1\] = \[1e\+30, 0.0\] names row 1e\+30 of X, which has 100",
+        ),
+        ([[2, 0], [0, -(2**70)]], r"names row -1.18059e\+21 of Y"),
+        ([[np.inf, 0]], r"inf is not an integer row index"),
+        ([[np.nan, 0]], r"nan is not an integer row index"),
     ],
 )
 def test_bad_pairs_are_named(pairs, message):
     X, Y = clustered(100, 4), clustered(80, 5)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as error:
         UnpairedProcrustesAligner().fit(X, Y, pairs=pairs)
+    assert "\n" not in str(error.value)
+
+
+def test_integral_floats_and_objects_are_row_indices():
+    # 3.0 names row 3 exactly as 3 does; only the values' meaning counts, not their type
+    X = clustered(300, 8, seed=2)
+    Q = ortho_group.rvs(8, random_state=2)
+    params = {"random_state": 0, "init": "sorted_profile", "min_confidence": 0}
+    as_int = UnpairedProcrustesAligner(**params).fit(X, X @ Q, pairs=[[3, 3], [5, 5]])
+    as_float = UnpairedProcrustesAligner(**params).fit(X, X @ Q, pairs=[[3.0, 3], [5, 5.0]])
+    np.testing.assert_array_equal(as_int.W_, as_float.W_)
+
+
+@pytest.mark.parametrize("n", [1, 3, 9])
+def test_tiny_inputs_get_one_line_errors(n):
+    rng = np.random.default_rng(n)
+    big, small = rng.normal(size=(50, 4)), rng.normal(size=(n, 4))
+    for X, Y, side in ((small, big, "X"), (big, small, "Y")):
+        with pytest.raises(ValueError) as error:
+            UnpairedProcrustesAligner(random_state=0).fit(X, Y)
+        message = str(error.value)
+        assert "\n" not in message
+        if n == 1:
+            assert "1 sample" in message  # scikit-learn's own wording for one row
+        else:
+            assert (
+                f"at least 10 rows on each side to learn a map without pairs; {side} has {n}"
+                in message
+            )
 
 
 def test_missing_target_and_too_few_rows_are_named():
@@ -356,6 +398,28 @@ def test_command_line_fits_without_an_id_join(tmp_path, capsys):
         capsys, "fit", "--method", "procrustes", *common, "--id-column", "id", *bad
     )
     assert code == 1 and "--seed-pairs does not apply to --method procrustes" in err
+
+
+def test_command_line_warns_in_its_own_terms(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    for name, rows in (("src", 40), ("tgt", 30)):  # two unrelated random tables
+        np.save(tmp_path / f"{name}.npy", rng.normal(size=(rows, 6)))
+    common = ["--source", tmp_path / "src.npy", "--target", tmp_path / "tgt.npy"]
+    model = ["--model", tmp_path / "m.skops", "--seed", 0]
+    code, _, err = _run(capsys, "fit", "--method", "unpaired", *common, *model)
+    assert code == 0, err
+    warning = [line for line in err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "looks unreliable" in warning[0]
+    assert "--seed-pairs FILE" in warning[0] and "pairs=" not in warning[0]
+    # too few rows: one line, in the command line's terms too, and nothing saved
+    np.save(tmp_path / "tiny.npy", rng.normal(size=(3, 6)))
+    tiny = ["--source", tmp_path / "tiny.npy", "--target", tmp_path / "tgt.npy"]
+    code, _, err = _run(
+        capsys, "fit", "--method", "unpaired", *tiny, "--model", tmp_path / "t.skops"
+    )
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "X has 3" in err and "Traceback" not in err
+    assert not (tmp_path / "t.skops").exists()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
