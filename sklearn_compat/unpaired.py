@@ -11,10 +11,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._core import holdout
-from ._core import unpaired as _u
 from ._core.backend import apply_affine, checked_input, one_line_errors, resolve_device
 from ._core.base import BaseAligner
 from ._core.validation import FLOAT_DTYPES, pick_target
+from ._unpaired import common as _common
+from ._unpaired import confidence as _confidence
+from ._unpaired import refine as _refine
+from ._unpaired import start as _starts
 from .exceptions import UnreliableAlignmentWarning
 from .procrustes import OrthogonalProcrustesAligner
 
@@ -299,10 +302,10 @@ class UnpairedProcrustesAligner(BaseAligner):
         rng = check_random_state(self.random_state)
         device = resolve_device(self.device)
 
-        Xs = _u.unit_centered(
+        Xs = _common.unit_centered(
             torch.as_tensor(np.ascontiguousarray(X), dtype=torch.float32, device=device)
         )
-        Ys = _u.unit_centered(
+        Ys = _common.unit_centered(
             torch.as_tensor(np.ascontiguousarray(Y), dtype=torch.float32, device=device)
         )
         # Self-learning on at most max_rows rows per side; the seed pairs' rows always in.
@@ -324,20 +327,20 @@ class UnpairedProcrustesAligner(BaseAligner):
         held = _heldout_rows(len(Xw), seeds_w, rng)
         W, self.init_, self.start_scores_ = self._start(Xw, Yw, held, seeds_w, rng, generator)
         W, self.n_iter_ = self._self_learn(Xw, Yw, W, held, seeds_w, self.max_iter)
-        self.mutual_share_ = _u.heldout_share(Xw, Yw, W, held, self.csls_k)
+        self.mutual_share_ = _confidence.heldout_share(Xw, Yw, W, held, self.csls_k)
         too_few = min(len(X), len(Y)) < _MIN_JUDGED_ROWS
         if too_few:
             self.chance_share_, self.confidence_ = float("nan"), 0.0
         else:
             # What the same self-learning reaches on held-out rows against a target with
             # Y's shape but no structure: mutual partners come by chance in few dimensions.
-            cloud = _u.structureless_cloud(Yw, generator)
-            W_null = _u.random_orthogonal(Xw.shape[1], Yw.shape[1], generator).to(Xw.device)
+            cloud = _confidence.structureless_cloud(Yw, generator)
+            W_null = _common.random_orthogonal(Xw.shape[1], Yw.shape[1], generator).to(Xw.device)
             W_null, _ = self._self_learn(Xw, cloud, W_null, held, None, self.max_iter)
-            self.chance_share_ = _u.heldout_share(Xw, cloud, W_null, held, self.csls_k)
+            self.chance_share_ = _confidence.heldout_share(Xw, cloud, W_null, held, self.csls_k)
             beyond = self.mutual_share_ - self.chance_share_
             self.confidence_ = max(0.0, beyond / max(1e-12, 1.0 - self.chance_share_))
-        i, j = _u.mutual_pairs(_u.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
+        i, j = _common.mutual_pairs(_common.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
         self.matches_ = np.stack([rows_x[i.cpu().numpy()], rows_y[j.cpu().numpy()]], axis=1)
         self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
         if too_few:
@@ -398,10 +401,10 @@ class UnpairedProcrustesAligner(BaseAligner):
         Xt = Xs[torch.as_tensor(train, device=Xs.device)]
         stochastic_rounds = 0
         if stochastic is not None:
-            W, stochastic_rounds = _u.stochastic_self_learn(
+            W, stochastic_rounds = _refine.stochastic_self_learn(
                 Xt, Ys, W, generator=stochastic, seeds=seeds, csls_k=self.csls_k
             )
-        W, _, rounds = _u.self_learn(
+        W, _, rounds = _refine.self_learn(
             Xt, Ys, W, seeds=seeds, n_iter=n_iter, csls_k=self.csls_k, tol=self.tol
         )
         return W, stochastic_rounds + rounds
@@ -433,7 +436,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         scores, refined = {}, {}
         for label, make in self._candidates(A, B, Xw, Yw, seeds, rng, generator):
             W, _ = self._self_learn(A, Yw, make(), sample_held, sample_seeds, self.max_iter)
-            scores[label] = _u.heldout_share(A, Yw, W, sample_held, self.csls_k)
+            scores[label] = _confidence.heldout_share(A, Yw, W, sample_held, self.csls_k)
             refined[label] = W
             if scores[label] >= _CLEARLY_ALIGNED:
                 return W, label, scores  # not beaten by enough to pay for more
@@ -448,7 +451,7 @@ class UnpairedProcrustesAligner(BaseAligner):
                 stochastic=dropout,
             )  # fmt: skip
             tried = f"{label} + stochastic"
-            scores[tried] = _u.heldout_share(A, Yw, W, sample_held, self.csls_k)
+            scores[tried] = _confidence.heldout_share(A, Yw, W, sample_held, self.csls_k)
             refined[tried] = W
             if scores[tried] >= _CLEARLY_ALIGNED:
                 break
@@ -459,9 +462,9 @@ class UnpairedProcrustesAligner(BaseAligner):
         """``(label, make)`` of every candidate start, cheapest first; ``make()`` builds
         the map (lazily, so that a good early candidate spares the later ones)."""
         if seeds is not None:
-            yield "seed_pairs", lambda: _u.orthogonal_fit(Xw[seeds[:, 0]], Yw[seeds[:, 1]])
+            yield "seed_pairs", lambda: _common.orthogonal_fit(Xw[seeds[:, 0]], Yw[seeds[:, 1]])
         if self.init in ("auto", "sorted_profile"):
-            yield "sorted_profile", lambda: _u.sorted_profile_start(A, B)
+            yield "sorted_profile", lambda: _starts.sorted_profile_start(A, B)
         if self.init in ("auto", "cluster_match"):
             n_clusters = max(2, min(self.n_clusters, len(A) // 4))
             for restart in range(self.n_init):
@@ -472,7 +475,7 @@ class UnpairedProcrustesAligner(BaseAligner):
                     # whose partners it then all has (see _start).
                     def make(forward=forward):
                         P, Q = (A, Yw) if forward else (B, Xw)
-                        W = _u.cluster_match_start(
+                        W = _starts.cluster_match_start(
                             P, Q, n_clusters=n_clusters, rng=rng, generator=generator
                         )
                         return W if forward else W.T

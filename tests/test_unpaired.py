@@ -2,6 +2,7 @@
 
 import json
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,15 @@ def clustered(n, d, seed=0, n_centres=12):
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(n_centres, d)) * np.linspace(3, 0.5, d)
     return centres[rng.integers(n_centres, size=n)] + 0.3 * rng.normal(size=(n, d))
+
+
+def _unpaired_parts():
+    """The private room's functions under one name (common form, CSLS, refiners)."""
+    from sklearn_compat._unpaired import common, refine
+
+    return SimpleNamespace(
+        **{name: getattr(m, name) for m in (common, refine) for name in dir(m) if name[:2] != "__"}
+    )
 
 
 def fit_quietly(aligner, *args, **kwargs):
@@ -181,7 +191,7 @@ def test_stochastic_induction_brings_home_starts_that_mutual_self_learning_loses
     # (the supervised map blurred by noise), stochastic dictionary induction reaches 0.9 of
     # the supervised map's top-1 from every start that mutual-neighbour self-learning
     # brings there, and from at least twice as many.
-    from sklearn_compat._core import unpaired as u
+    u = _unpaired_parts()
 
     train = mnist_features["train_idx"][:1000]
     Xs = u.unit_centered(torch.as_tensor(mnist_features["cnn_s0"][train], dtype=torch.float32))
@@ -213,7 +223,7 @@ def test_stochastic_induction_brings_home_starts_that_mutual_self_learning_loses
 
 
 def test_stochastic_induction_is_repeatable_and_ends_on_the_exact_map():
-    from sklearn_compat._core import unpaired as u
+    u = _unpaired_parts()
 
     X = clustered(300, 12, seed=3)
     Q = ortho_group.rvs(12, random_state=3)
@@ -232,7 +242,7 @@ def test_stochastic_induction_is_repeatable_and_ends_on_the_exact_map():
 
 
 def test_dropout_neighbours_pair_only_through_kept_similarities():
-    from sklearn_compat._core import unpaired as u
+    u = _unpaired_parts()
 
     rng = np.random.default_rng(4)
     A = u.unit_rows(torch.as_tensor(rng.normal(size=(6, 5)), dtype=torch.float32))
@@ -256,7 +266,8 @@ def test_dropout_neighbours_pair_only_through_kept_similarities():
 def test_centroid_match_finds_a_planted_permutation(k):
     # Exact search up to eight centroids, FAQ beyond: both must find a permutation whose
     # Gram structure is planted exactly (a rotated, reordered copy).
-    from sklearn_compat._core.unpaired import match_centroids, unit_rows
+    from sklearn_compat._unpaired.common import unit_rows
+    from sklearn_compat._unpaired.start import match_centroids
 
     C = unit_rows(torch.as_tensor(np.random.default_rng(k).normal(size=(k, 5))))
     Q = torch.as_tensor(ortho_group.rvs(5, random_state=k))
