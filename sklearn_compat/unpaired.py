@@ -33,7 +33,7 @@ _MIN_FIT_ROWS = 10
 # handful of rows whose mutual partners say nothing (two unrelated random clouds of a few
 # dozen rows reach a held-out share of 1), so the fit warns and reports 0.
 _MIN_JUDGED_ROWS = 100
-_INITS = ("sorted_profile", "cluster_match")
+_INITS = ("sorted_profile", "cluster_match", "disjoint")
 # Share of held-out rows of X left out of self-learning, on which confidence_ is measured.
 _HELDOUT_SHARE = 0.2
 # A candidate start whose confidence reaches this ends the search for a better one.
@@ -41,6 +41,15 @@ _CLEARLY_ALIGNED = 0.8
 # Candidate starts, the best by held-out share, that get stochastic dictionary induction
 # when none is clearly aligned (each costs tens of rounds on the start sample).
 _STOCHASTIC_CANDIDATES = 3
+# Most clusters of the null's surrogate target (about sqrt(n) below): enough to keep the
+# coarse structure any two sets of embeddings share, too few to keep items.
+_NULL_CLUSTERS = 64
+# Disjoint restarts: at least _MIN_RESTARTS, then more only while none stands out (a
+# robust z-score of the best restart's criterion against the others, see stand_out).
+_MIN_RESTARTS = 3
+_STANDS_OUT = 8.0
+# Fewest candidate starts the null's search tries (see _null_share).
+_NULL_MIN_CANDIDATES = 5
 
 
 class UnpairedProcrustesAligner(BaseAligner):
@@ -83,11 +92,23 @@ class UnpairedProcrustesAligner(BaseAligner):
     each other's CSLS nearest neighbour with a row of Y under the map.  A map self-learned
     on its own matches finds mutual partners for many of the rows it was fitted on even
     when it is wrong; only a map that really aligns the spaces does so for rows it has not
-    seen.  Some held-out rows find one by chance, the more so in few dimensions, so the
-    same self-learning is also run onto a Gaussian cloud with Y's mean and covariance
-    (``chance_share_``), and ``confidence_`` is the share beyond that chance level.  Below
+    seen.  Structure alone also gives held-out rows partners: two unrelated sets of
+    clustered rows, once their clusters are laid onto each other, match a third of them.
+    So the same search, with at least the same effort, is run again against a *null*
+    target: a second cloud drawn with Y's clusters (their means and covariances) and
+    nothing finer, which no map can align item by item (``chance_share_``).
+    ``confidence_`` is the share beyond that null, less two standard errors of the
+    difference (so that a handful of held-out rows cannot pass luck for alignment).  Below
+    100 rows a side no such figure means anything: ``confidence_`` is then 0.  Below
     ``min_confidence``, ``fit`` warns with
     :class:`~sklearn_compat.exceptions.UnreliableAlignmentWarning`.
+
+    What ``confidence_`` can tell: whether the map pairs *items* better than any map can
+    pair rows that merely share Y's clusters; when the two sides hold the same items, it
+    is near 1 for a right map and near 0 for a wrong one.  What it cannot tell: how good
+    retrieval under the map is (it is no estimate of top-1), nor whether a map between
+    sides holding *different* items is right (their rows have no partner to find, so a
+    right map scores near the null too).
 
     Read more in the :ref:`User Guide <unpaired>`.
 
@@ -157,16 +178,20 @@ class UnpairedProcrustesAligner(BaseAligner):
     n_iter_ : int
         Rounds of self-learning run.
     confidence_ : float
-        ``(mutual_share_ - chance_share_) / (1 - chance_share_)``, clipped at 0: the
-        share of held-out rows with a mutual partner beyond what chance gives, in [0, 1].
-        Computed without any true pairs.
+        ``(mutual_share_ - chance_share_ - 2 se) / (1 - chance_share_)``, clipped to
+        [0, 1], with ``se`` the standard error of the difference of the two shares on the
+        held-out rows: the share of held-out rows with a mutual partner beyond what a
+        target with Y's clusters and no items gives.  0 when a side has fewer than 100
+        rows.  Computed without any true pairs.
     mutual_share_ : float
         Share of the held-out rows of X (a random fifth of the rows used, never a seed
         pair's, left out of every dictionary) that are in a mutual CSLS nearest-neighbour
         pair with a row of Y under the self-learned map.
     chance_share_ : float
-        The same share for a map self-learned (from a random start, seeded) onto a
-        Gaussian cloud with Y's mean and covariance, which no map can really align.
+        The same share for the same search (at least as many candidate starts, the same
+        self-learning) run against a Gaussian mixture with the means and covariances of
+        Y's k-means clusters (about ``sqrt(n)`` of them, at most 64), seed pairs' rows
+        kept: what structure alone gives.  NaN when a side has fewer than 100 rows.
     init_ : str
         The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
         or ``"seed_pairs"``, followed by ``" + stochastic"`` when stochastic dictionary
@@ -230,7 +255,7 @@ class UnpairedProcrustesAligner(BaseAligner):
     >>> aligner = UnpairedProcrustesAligner(random_state=0).fit(X, Y)
     >>> bool(np.abs(aligner.W_ - Q).max() < 1e-6)
     True
-    >>> aligner.confidence_ > 0.9
+    >>> aligner.confidence_ > 0.5
     True
     """
 
@@ -323,38 +348,97 @@ class UnpairedProcrustesAligner(BaseAligner):
             seeds_w = None
 
         generator = torch.Generator(device="cpu").manual_seed(int(rng.randint(2**31 - 1)))
+        if self.init == "disjoint":
+            W = self._fit_disjoint(Xw, Yw, seeds_w, rng, generator)
+            i, j = _common.mutual_pairs(_common.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
+            self.matches_ = np.stack([rows_x[i.cpu().numpy()], rows_y[j.cpu().numpy()]], axis=1)
+            self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
+            self._warn_if_unreliable(X, Y)
+            return self
         # Rows of X kept out of every dictionary: the confidence is measured on them.
         held = _heldout_rows(len(Xw), seeds_w, rng)
-        W, self.init_, self.start_scores_ = self._start(Xw, Yw, held, seeds_w, rng, generator)
+        W, self.init_, self.start_scores_, effort = self._start(
+            Xw, Yw, held, seeds_w, rng, generator
+        )
         W, self.n_iter_ = self._self_learn(Xw, Yw, W, held, seeds_w, self.max_iter)
         self.mutual_share_ = _confidence.heldout_share(Xw, Yw, W, held, self.csls_k)
         too_few = min(len(X), len(Y)) < _MIN_JUDGED_ROWS
         if too_few:
             self.chance_share_, self.confidence_ = float("nan"), 0.0
         else:
-            # What the same self-learning reaches on held-out rows against a target with
-            # Y's shape but no structure: mutual partners come by chance in few dimensions.
-            cloud = _confidence.structureless_cloud(Yw, generator)
-            W_null = _common.random_orthogonal(Xw.shape[1], Yw.shape[1], generator).to(Xw.device)
-            W_null, _ = self._self_learn(Xw, cloud, W_null, held, None, self.max_iter)
-            self.chance_share_ = _confidence.heldout_share(Xw, cloud, W_null, held, self.csls_k)
-            beyond = self.mutual_share_ - self.chance_share_
-            self.confidence_ = max(0.0, beyond / max(1e-12, 1.0 - self.chance_share_))
+            self.chance_share_ = self._null_share(Xw, Yw, held, seeds_w, effort, rng, generator)
+            self.confidence_ = _confidence.beyond_chance(
+                self.mutual_share_, self.chance_share_, len(held)
+            )
         i, j = _common.mutual_pairs(_common.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
         self.matches_ = np.stack([rows_x[i.cpu().numpy()], rows_y[j.cpu().numpy()]], axis=1)
         self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
-        if too_few:
+        self._warn_if_unreliable(X, Y)
+        return self
+
+    def _warn_if_unreliable(self, X, Y):
+        if min(len(X), len(Y)) < _MIN_JUDGED_ROWS:
             _warn_unreliable(
                 f"X has {len(X)} rows and Y {len(Y)}; below {_MIN_JUDGED_ROWS} rows a side "
                 "no unsupervised figure can tell a right map from chance, so confidence_ is 0"
+            )
+        elif self.confidence_ < self.min_confidence and self.init == "disjoint":
+            _warn_unreliable(
+                f"confidence_={self.confidence_:.3f} (how far the best of "
+                f"{len(self.start_scores_)} disjoint restarts stands above the others) is "
+                f"below min_confidence={self.min_confidence}"
             )
         elif self.confidence_ < self.min_confidence:
             _warn_unreliable(
                 f"confidence_={self.confidence_:.3f} (the share of held-out rows, which the "
                 "fit never saw, that find a mutual nearest neighbour under the map, beyond "
-                f"what unrelated spaces give) is below min_confidence={self.min_confidence}"
+                f"what a target with Y's clusters but no items gives) is below "
+                f"min_confidence={self.min_confidence}"
             )
-        return self
+
+    def _fit_disjoint(self, Xw, Yw, seeds, rng, generator):
+        """``init="disjoint"``: restarts of the disjoint start ranked by their criterion,
+        the winner refined.  Sets the search's fitted attributes; returns the map."""
+        n = min(len(Xw), len(Yw), self.start_rows)
+        sx, sy = _sample(len(Xw), n, rng, []), _sample(len(Yw), n, rng, [])
+        A, B = Xw[torch.as_tensor(sx, device=Xw.device)], Yw[torch.as_tensor(sy, device=Yw.device)]
+        scores, maps = {}, {}
+        for restart in range(self.n_init):
+            restart_rng = np.random.RandomState(rng.randint(2**31 - 1))
+            W, scores[f"disjoint ({restart})"] = _starts.disjoint_start(
+                A, B, rng=restart_rng, generator=generator
+            )
+            maps[f"disjoint ({restart})"] = W
+            if (
+                len(scores) >= _MIN_RESTARTS
+                and _confidence.stand_out(list(scores.values())) >= _STANDS_OUT
+            ):
+                break
+        best = max(scores, key=scores.get)
+        self.start_scores_, self.init_ = scores, best
+        self.stand_out_ = _confidence.stand_out(list(scores.values()))
+        self.confidence_ = float(np.clip((self.stand_out_ - 4.0) / 8.0, 0.0, 1.0))
+        self.mutual_share_ = self.chance_share_ = float("nan")
+        W = _refine.neighbour_mean_refine(Xw, Yw, maps[best])
+        if seeds is not None:
+            W, _, _ = _refine.self_learn(Xw, Yw, W, seeds=seeds, n_iter=2, csls_k=self.csls_k)
+        W, self.n_iter_ = _refine.union_self_learn(Xw, Yw, W, n_iter=self.max_iter * 2)
+        return W
+
+    def _null_share(self, Xw, Yw, held, seeds, effort, rng, generator):
+        """The held-out share that the same search, with the same effort, reaches against a
+        cloud with Y's clusters and nothing finer (:func:`clustered_surrogate`): what
+        structure alone gives, which a real alignment must beat."""
+        keep = None if seeds is None else seeds[:, 1]
+        n_clusters = int(np.clip(round(np.sqrt(len(Yw))), 2, _NULL_CLUSTERS))
+        surrogate = _confidence.clustered_surrogate(Yw, generator, n_clusters, keep=keep)
+        null_rng = np.random.RandomState(rng.randint(2**31 - 1))
+        # At least a few candidates: a real search that stopped at a lucky first candidate
+        # must not leave the null fewer chances to be lucky.
+        budget = (max(effort[0], _NULL_MIN_CANDIDATES), effort[1])
+        W, *_ = self._start(Xw, surrogate, held, seeds, null_rng, generator, budget=budget)
+        W, _ = self._self_learn(Xw, surrogate, W, held, seeds, self.max_iter)
+        return _confidence.heldout_share(Xw, surrogate, W, held, self.csls_k)
 
     def _fit_final_map(self, X, Y, dictionary, W):
         """The map itself: supervised Procrustes on the final dictionary's raw rows.
@@ -409,12 +493,16 @@ class UnpairedProcrustesAligner(BaseAligner):
         )
         return W, stochastic_rounds + rounds
 
-    def _start(self, Xw, Yw, held, seeds, rng, generator):
+    def _start(self, Xw, Yw, held, seeds, rng, generator, budget=None):
         """The starting map: of the candidate starts, each refined by self-learning from a
         sample of X's rows onto all of Y's, the one whose map finds mutual partners for
         the most held-out rows.
 
-        Returns ``(W, label, scores)``."""
+        ``budget``, ``(candidates, stochastic refinements)``, caps the search at the
+        effort another search spent (the null's, see ``_null_share``).
+
+        Returns ``(W, label, scores, effort)``."""
+        max_plain, max_stochastic = budget or (np.inf, _STOCHASTIC_CANDIDATES)
         n = min(len(Xw), len(Yw), self.start_rows)
         # Both samples hold n rows (the sorted profiles compare rows of equal length),
         # the seed pairs' rows among them so that every candidate is refined with them.
@@ -435,17 +523,21 @@ class UnpairedProcrustesAligner(BaseAligner):
         # rows of X all keep their partners among Y's rows.
         scores, refined = {}, {}
         for label, make in self._candidates(A, B, Xw, Yw, seeds, rng, generator):
+            if len(scores) >= max_plain:
+                break
             W, _ = self._self_learn(A, Yw, make(), sample_held, sample_seeds, self.max_iter)
             scores[label] = _confidence.heldout_share(A, Yw, W, sample_held, self.csls_k)
             refined[label] = W
             if scores[label] >= _CLEARLY_ALIGNED:
-                return W, label, scores  # not beaten by enough to pay for more
+                return W, label, scores, (len(scores), 0)  # not beaten by enough to pay for more
         # No start is clearly right: the most promising few get stochastic dictionary
         # induction, which can carry a roughly right map out of a poor dictionary's basin.
         dropout = torch.Generator(device=A.device).manual_seed(
             int(torch.randint(2**62, (1,), generator=generator))
         )
-        for label in sorted(scores, key=scores.get, reverse=True)[:_STOCHASTIC_CANDIDATES]:
+        plain, stochastic = len(scores), 0
+        for label in sorted(scores, key=scores.get, reverse=True)[:max_stochastic]:
+            stochastic += 1
             W, _ = self._self_learn(
                 A, Yw, refined[label], sample_held, sample_seeds, self.max_iter,
                 stochastic=dropout,
@@ -456,7 +548,7 @@ class UnpairedProcrustesAligner(BaseAligner):
             if scores[tried] >= _CLEARLY_ALIGNED:
                 break
         best = max(scores, key=scores.get)
-        return refined[best], best, scores
+        return refined[best], best, scores, (plain, stochastic)
 
     def _candidates(self, A, B, Xw, Yw, seeds, rng, generator):
         """``(label, make)`` of every candidate start, cheapest first; ``make()`` builds

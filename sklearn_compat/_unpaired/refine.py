@@ -9,9 +9,22 @@ poor start's basin).
 
 import torch
 
-from .common import _csls_blocks, _hubness, mutual_pairs, orthogonal_fit, unit_rows
+from .common import (
+    _csls_blocks,
+    _hubness,
+    csls_neighbours,
+    mutual_pairs,
+    nearest_means,
+    orthogonal_fit,
+    unit_rows,
+)
 
-__all__ = ["self_learn", "stochastic_self_learn"]
+__all__ = [
+    "neighbour_mean_refine",
+    "self_learn",
+    "stochastic_self_learn",
+    "union_self_learn",
+]
 
 
 def self_learn(Xs, Ys, W, *, seeds=None, n_iter=10, csls_k=10, tol=0.0):
@@ -150,3 +163,47 @@ def _dropout_neighbours(A, B, k, keep, generator):
     rows_a, rows_b = torch.nonzero(row_kept).flatten(), torch.nonzero(column_kept > -torch.inf)
     rows_b = rows_b.flatten()
     return (rows_a, forward[rows_a]), (backward[rows_b], rows_b), objective
+
+
+def neighbour_mean_refine(Xs, Ys, W, *, n_rounds=40, n_neighbors=10):
+    """Pull the map towards the mean of each mapped row's nearest target rows.
+
+    Each round: the target of every X row is the mean of the ``n_neighbors`` Y rows
+    nearest its image; the map moves half-way to the Procrustes map onto those targets
+    (and back onto the orthogonal maps).  Means of neighbours need no item on both sides,
+    and the half step keeps a roughly right map from jumping to a wrong one.
+    """
+    for _ in range(n_rounds):
+        targets = nearest_means(unit_rows(Xs @ W.to(Xs.dtype)), Ys, Ys, n_neighbors)
+        step = orthogonal_fit(Xs, targets)
+        W = _nearest_orthogonal(0.5 * (W.double() + step.double()))
+    return W
+
+
+def _nearest_orthogonal(M):
+    U, _, Vt = torch.linalg.svd(M.cpu(), full_matrices=False)
+    return (U @ Vt).to(M.device)
+
+
+def union_self_learn(Xs, Ys, W, *, n_iter=20, csls_k=10, tol=0.005):
+    """Self-learning on the union of both directions' CSLS best matches.
+
+    Each X row's best Y row and each Y row's best X row form the dictionary (not only the
+    mutual pairs, which are few when the two sides hold different items); Procrustes on
+    it; repeat until fewer than ``tol`` of the X rows change partner.  Returns
+    ``(W, rounds)``.
+    """
+    previous = None
+    rounds = 0
+    for _ in range(n_iter):
+        rounds += 1
+        forward, backward, _ = csls_neighbours(unit_rows(Xs @ W.to(Xs.dtype)), Ys, csls_k)
+        if previous is not None and int((forward != previous).sum()) <= tol * len(forward):
+            break
+        previous = forward
+        rows_x = torch.arange(Xs.shape[0], device=Xs.device)
+        rows_y = torch.arange(Ys.shape[0], device=Ys.device)
+        source = torch.cat([rows_x, backward])
+        target = torch.cat([forward, rows_y])
+        W = orthogonal_fit(Xs[source], Ys[target])
+    return W, rounds

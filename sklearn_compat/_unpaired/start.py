@@ -19,7 +19,11 @@ from scipy.optimize import quadratic_assignment
 from .common import csls_neighbours, nearest_means, orthogonal_fit, unit_centered, unit_rows
 
 __all__ = [
+    "ANCHOR_ROUNDS",
+    "anchor_round",
     "cluster_match_start",
+    "disjoint_start",
+    "mean_best_csls",
     "kmeans",
     "match_centroids",
     "sorted_profile_start",
@@ -175,3 +179,95 @@ def _nearest_mean_rounds(Xs, Ys, W, n_neighbors, rounds=5):
     for _ in range(rounds):
         W = orthogonal_fit(Xs, nearest_means(unit_rows(Xs @ W.to(Xs.dtype)), Ys, Ys, n_neighbors))
     return W
+
+
+# The disjoint start's anchor schedule: clusters per round, coarse to fine.  Each round
+# matches clusters through the current map, so a map that is roughly right gets finer
+# anchors to sharpen it; a map that is wrong gains nothing (the restarts' ranking).
+ANCHOR_ROUNDS = (64, 64, 64, 128, 128, 256, 256, 256, 512, 512, 512)
+
+
+def disjoint_start(
+    Xs,
+    Ys,
+    *,
+    rng,
+    generator,
+    n_runs=10,
+    n_clusters=32,
+    n_neighbors=50,
+    qap_restarts=100,
+    anchor_rounds=ANCHOR_ROUNDS,
+):
+    """A map between sides that share no item: matched clusters, then anchor rounds.
+
+    1. ``n_runs`` k-means partitions of ``n_clusters`` on each side; the unit centroids of
+       run ``r`` on X matched to those of run ``r`` on Y by :func:`match_centroids` (FAQ,
+       best of ``qap_restarts``, on standardised similarity matrices); every row is
+       described by its cosines to its side's matched centroids, all runs concatenated,
+       and each X row's target is the mean of the ``n_neighbors`` Y rows nearest in that
+       description; Procrustes from the rows to their targets.
+    2. :func:`anchor_round` for each count of ``anchor_rounds``.
+
+    No item needs to be on both sides: rows are only ever paired with means of similar
+    rows.  Returns ``(W, criterion)``, where ``criterion`` is :func:`mean_best_csls` of
+    the map, the figure that ranks restarts.
+    """
+    blocks_x, blocks_y = [], []
+    for _ in range(n_runs):
+        Cx = kmeans(Xs, n_clusters, generator)
+        Cy = kmeans(Ys, n_clusters, generator)
+        perm = match_centroids(Cx, Cy, rng, n_init=qap_restarts)
+        blocks_x.append(unit_centered(Xs @ Cx.T))
+        blocks_y.append(unit_centered(Ys @ Cy[perm].T))
+    W = _description_fit(Xs, Ys, blocks_x, blocks_y, n_neighbors)
+    for count in anchor_rounds:
+        W = anchor_round(Xs, Ys, W, count, generator, n_neighbors=n_neighbors)
+    return W, mean_best_csls(Xs, Ys, W)
+
+
+def anchor_round(Xs, Ys, W, count, generator, *, n_neighbors=50):
+    """One round of anchors carried by the map ``W``, in both directions.
+
+    k-means on Y, then k-means on X started from Y's centroids carried back by ``W`` (so
+    anchor ``i`` of X lies where the map says anchor ``i`` of Y does), and the symmetric
+    pass from X; rows are described by their cosines to both sets of anchors and each X
+    row's target is the mean of the ``n_neighbors`` Y rows nearest in that description.
+    """
+    count = max(2, min(count, Xs.shape[0] // 4, Ys.shape[0] // 4))
+    Wt = W.to(Xs.dtype)
+    Cy = kmeans(Ys, count, generator)
+    Cx = _kmeans_from(Xs, unit_rows(Cy @ Wt.T))
+    Dx = kmeans(Xs, count, generator)
+    Dy = _kmeans_from(Ys, unit_rows(Dx @ Wt))
+    blocks_x = [unit_centered(Xs @ Cx.T), unit_centered(Xs @ Dx.T)]
+    blocks_y = [unit_centered(Ys @ Cy.T), unit_centered(Ys @ Dy.T)]
+    return _description_fit(Xs, Ys, blocks_x, blocks_y, n_neighbors)
+
+
+def _description_fit(Xs, Ys, blocks_x, blocks_y, n_neighbors):
+    Rx = unit_rows(torch.cat(blocks_x, dim=1))
+    Ry = unit_rows(torch.cat(blocks_y, dim=1))
+    return orthogonal_fit(Xs, nearest_means(Rx, Ry, Ys, n_neighbors))
+
+
+def _kmeans_from(S, centroids, n_iter=10):
+    """Spherical k-means from the given centroids (a cluster left empty keeps its start)."""
+    for _ in range(n_iter):
+        labels = (S @ centroids.T).argmax(dim=1)
+        sums = torch.zeros_like(centroids).index_add_(0, labels, S)
+        empty = torch.linalg.vector_norm(sums, dim=1) == 0
+        sums[empty] = centroids[empty]
+        centroids = unit_rows(sums)
+    return centroids
+
+
+def mean_best_csls(Xs, Ys, W, k=10):
+    """Mean best CSLS of the mapped X rows against Y and of Y's rows against them: how
+    tightly the map lays one cloud onto the other.  It ranks restarts within one fit (a
+    right map stands clearly above the wrong ones, which sit close together); its value
+    across pairs of spaces means little."""
+    A = unit_rows(Xs @ W.to(Xs.dtype))
+    forward, backward, score = csls_neighbours(A, Ys, k)
+    _, _, back_score = csls_neighbours(Ys, A, k)
+    return 0.5 * (float(score.mean()) + float(back_score.mean()))
