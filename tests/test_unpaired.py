@@ -130,9 +130,7 @@ def test_same_random_state_gives_the_same_fit():
     assert first.n_iter_ == second.n_iter_
 
 
-@pytest.mark.parametrize(
-    ("n", "d", "seed"), [(12, 4, 0), (40, 32, 1), (150, 4, 2), (300, 16, 3)]
-)
+@pytest.mark.parametrize(("n", "d", "seed"), [(12, 4, 0), (40, 32, 1), (150, 4, 2), (300, 16, 3)])
 def test_warns_on_independent_random_clouds(n, d, seed):
     # Two independent Gaussian clouds share nothing: below 100 rows a side the fit says it
     # cannot judge, above it the held-out share does not beat the null's.  (Fewer restarts
