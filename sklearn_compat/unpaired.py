@@ -47,7 +47,16 @@ _NULL_CLUSTERS = 64
 # Disjoint restarts: at least _MIN_RESTARTS, then more only while none stands out (a
 # robust z-score of the best restart's criterion against the others, see stand_out).
 _MIN_RESTARTS = 3
-_STANDS_OUT = 8.0
+# confidence_ of a disjoint fit from the stand-out z-score: 0 at 4, 1 at 12 ...
+_STAND_OUT_ZERO, _STAND_OUT_SPAN = 4.0, 8.0
+# ... or from the agreement of two restarts' maps: 0 at the chance level (at least 0.3),
+# 1 at 0.4 above it.
+_AGREEMENT_FLOOR, _AGREEMENT_SPAN = 0.3, 0.4
+# Each disjoint restart: k-means partitions per side matched by quadratic assignment, and
+# FAQ restarts per match (see disjoint_start).
+_DISJOINT_RUNS, _DISJOINT_QAP_RESTARTS = 10, 100
+# A disjoint search stops once its confidence reaches this.
+_CLEARLY_DISJOINT = 0.5
 # Fewest candidate starts the null's search tries (see _null_share).
 _NULL_MIN_CANDIDATES = 5
 
@@ -114,12 +123,24 @@ class UnpairedProcrustesAligner(BaseAligner):
 
     Parameters
     ----------
-    init : {"auto", "sorted_profile", "cluster_match"}, default="auto"
-        The unsupervised start.  ``"auto"`` tries both and keeps the candidate with the
-        highest confidence after refinement.
+    init : {"auto", "sorted_profile", "cluster_match", "disjoint"}, default="auto"
+        The unsupervised start.  ``"auto"`` tries the first two and keeps the candidate
+        with the highest confidence after refinement.  ``"disjoint"`` is for sides that
+        hold *different* items (no item embedded by both models): each restart matches
+        ten k-means partitions of 32 clusters per side by quadratic assignment, pairs
+        every row of X with the mean of the Y rows described most alike by their
+        similarities to the matched centroids, and sharpens the map through rounds of
+        finer anchors carried by the map itself (64 up to 512 clusters); restarts are
+        ranked by the mean best CSLS of both sides under their map, and the winner is
+        refined by pulling each row towards the mean of its 10 nearest Y rows, then by
+        self-learning on both directions' CSLS best matches.  It costs minutes per
+        restart on a few thousand rows of a few hundred dimensions (one CPU core), and
+        on real text embeddings it has not yet been seen to succeed (see the User Guide).
     n_init : int, default=8
         Random restarts of the cluster start (k-means seeds), each tried in both
-        directions.  The sorted-profile start is deterministic given its sample.
+        directions.  The sorted-profile start is deterministic given its sample.  With
+        ``init="disjoint"``: the most disjoint restarts; at least 3 run, more only while
+        no restart is trusted (see ``confidence_``).
     n_clusters : int, default=8
         Clusters per side whose centroids the cluster start matches (at least 2, at most
         a quarter of the sampled rows).  Up to 8 the match is exact (every permutation is
@@ -186,12 +207,23 @@ class UnpairedProcrustesAligner(BaseAligner):
     mutual_share_ : float
         Share of the held-out rows of X (a random fifth of the rows used, never a seed
         pair's, left out of every dictionary) that are in a mutual CSLS nearest-neighbour
-        pair with a row of Y under the self-learned map.
+        pair with a row of Y under the self-learned map.  NaN with ``init="disjoint"``.
     chance_share_ : float
         The same share for the same search (at least as many candidate starts, the same
         self-learning) run against a Gaussian mixture with the means and covariances of
         Y's k-means clusters (about ``sqrt(n)`` of them, at most 64), seed pairs' rows
         kept: what structure alone gives.  NaN when a side has fewer than 100 rows.
+        With ``init="disjoint"`` it is computed from the restarts instead: the larger of
+        ``(stand_out_ - 4) / 8`` and ``(agreement_ - chance) / 0.4`` (chance: the larger
+        of 0.3 and ``3 / sqrt(d)``, three times the spread two random maps agree by),
+        clipped to [0, 1].
+    stand_out_ : float
+        ``init="disjoint"``: how far the best restart's criterion (mean best CSLS) stands
+        above the others' median, in units of their robust spread (at least 0.001); 0
+        with three restarts or fewer.  NaN otherwise.
+    agreement_ : float
+        ``init="disjoint"``: the best restart's map's largest agreement with another
+        restart's, ``trace(W1^T W2) / min(d_x, d_y)`` (1: the same map).  NaN otherwise.
     init_ : str
         The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
         or ``"seed_pairs"``, followed by ``" + stochastic"`` when stochastic dictionary
@@ -199,7 +231,8 @@ class UnpairedProcrustesAligner(BaseAligner):
     start_scores_ : dict
         Held-out mutual share of every candidate start tried, after its refinement on
         the sample (labelled as ``init_``; a ``" + stochastic"`` entry is the same start
-        refined again by stochastic dictionary induction).
+        refined again by stochastic dictionary induction).  With ``init="disjoint"``: the
+        criterion (mean best CSLS) of every restart, ``"disjoint (r)"``.
     n_features_in_ : int
         Width of X.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -373,6 +406,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         i, j = _common.mutual_pairs(_common.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
         self.matches_ = np.stack([rows_x[i.cpu().numpy()], rows_y[j.cpu().numpy()]], axis=1)
         self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
+        self.stand_out_ = self.agreement_ = float("nan")
         self._warn_if_unreliable(X, Y)
         return self
 
@@ -384,9 +418,10 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
         elif self.confidence_ < self.min_confidence and self.init == "disjoint":
             _warn_unreliable(
-                f"confidence_={self.confidence_:.3f} (how far the best of "
-                f"{len(self.start_scores_)} disjoint restarts stands above the others) is "
-                f"below min_confidence={self.min_confidence}"
+                f"confidence_={self.confidence_:.3f} (neither does the best of "
+                f"{len(self.start_scores_)} disjoint restarts stand out from the others nor "
+                f"does another restart find the same map) is below "
+                f"min_confidence={self.min_confidence}"
             )
         elif self.confidence_ < self.min_confidence:
             _warn_unreliable(
@@ -399,25 +434,28 @@ class UnpairedProcrustesAligner(BaseAligner):
     def _fit_disjoint(self, Xw, Yw, seeds, rng, generator):
         """``init="disjoint"``: restarts of the disjoint start ranked by their criterion,
         the winner refined.  Sets the search's fitted attributes; returns the map."""
-        n = min(len(Xw), len(Yw), self.start_rows)
-        sx, sy = _sample(len(Xw), n, rng, []), _sample(len(Yw), n, rng, [])
+        none = np.empty(0, dtype=np.int64)
+        sx = _sample(len(Xw), self.start_rows, rng, none)
+        sy = _sample(len(Yw), self.start_rows, rng, none)
         A, B = Xw[torch.as_tensor(sx, device=Xw.device)], Yw[torch.as_tensor(sy, device=Yw.device)]
         scores, maps = {}, {}
         for restart in range(self.n_init):
             restart_rng = np.random.RandomState(rng.randint(2**31 - 1))
             W, scores[f"disjoint ({restart})"] = _starts.disjoint_start(
-                A, B, rng=restart_rng, generator=generator
+                A,
+                B,
+                rng=restart_rng,
+                generator=generator,
+                n_runs=_DISJOINT_RUNS,
+                qap_restarts=_DISJOINT_QAP_RESTARTS,
             )
             maps[f"disjoint ({restart})"] = W
-            if (
-                len(scores) >= _MIN_RESTARTS
-                and _confidence.stand_out(list(scores.values())) >= _STANDS_OUT
-            ):
+            confidence = _disjoint_confidence(scores, maps)
+            if len(scores) >= _MIN_RESTARTS and confidence[0] >= _CLEARLY_DISJOINT:
                 break
         best = max(scores, key=scores.get)
         self.start_scores_, self.init_ = scores, best
-        self.stand_out_ = _confidence.stand_out(list(scores.values()))
-        self.confidence_ = float(np.clip((self.stand_out_ - 4.0) / 8.0, 0.0, 1.0))
+        self.confidence_, self.stand_out_, self.agreement_ = _disjoint_confidence(scores, maps)
         self.mutual_share_ = self.chance_share_ = float("nan")
         W = _refine.neighbour_mean_refine(Xw, Yw, maps[best])
         if seeds is not None:
@@ -641,6 +679,27 @@ class UnpairedProcrustesAligner(BaseAligner):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = self.random_state is None
         return tags
+
+
+def _disjoint_confidence(scores, maps):
+    """``(confidence, stand_out, agreement)`` of the disjoint restarts so far.
+
+    Two kinds of evidence, either enough: the best restart's criterion stands out from
+    the others' (:func:`stand_out`; wrong maps sit close together, a right one above
+    them), or another restart found the same map (``agreement``, the best map's largest
+    :func:`agreement` with another's, counted only beyond ``3 / sqrt(d)``, three times
+    the spread two random maps agree by)."""
+    best = max(scores, key=scores.get)
+    # a median and a spread need a few losing restarts to mean anything
+    stand = _confidence.stand_out(list(scores.values())) if len(scores) > 3 else 0.0
+    others = [_confidence.agreement(maps[best], W) for label, W in maps.items() if label != best]
+    agree = max(others, default=0.0)
+    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(maps[best].shape)))
+    confidence = max(
+        np.clip((stand - _STAND_OUT_ZERO) / _STAND_OUT_SPAN, 0.0, 1.0),
+        np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0),
+    )
+    return float(confidence), stand, agree
 
 
 def _warn_unreliable(reason):

@@ -283,6 +283,71 @@ def test_dropout_neighbours_pair_only_through_kept_similarities():
     assert not kept.any(dim=1).all()  # the draw does leave a row without a partner
 
 
+def mixture(n, d, seed, n_centres=24):
+    """Rows of one fixed mixture (centres from seed 0), drawn with their own seed: two
+    calls with different seeds give different items of the same distribution."""
+    centres = np.random.default_rng(0).normal(size=(n_centres, d)) * np.linspace(3, 0.5, d)
+    rng = np.random.default_rng(seed)
+    return centres[rng.integers(n_centres, size=n)] + 0.3 * rng.normal(size=(n, d))
+
+
+def test_disjoint_fit_recovers_a_rotation_between_different_items(monkeypatch):
+    # No item on both sides: X and Y are different draws of one mixture, Y rotated by Q.
+    # The fit is confident, and maps new items of X onto their images.
+    import sklearn_compat.unpaired as module
+
+    monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 30)  # fewer: a fast test
+    d = 16
+    Q = ortho_group.rvs(d, random_state=1)
+    X, Y = mixture(500, d, 1), mixture(500, d, 2) @ Q
+    aligner = UnpairedProcrustesAligner(init="disjoint", n_init=3, random_state=0)
+    fit_quietly(aligner, X, Y)
+    assert aligner.init_.startswith("disjoint (")
+    assert len(aligner.start_scores_) == 3  # the fewest restarts: confident after them
+    # two of the three restarts found the same map (the third did not): that agreement,
+    # not a criterion standing out (three restarts are too few to tell), is the evidence
+    assert aligner.agreement_ > 0.9 and aligner.stand_out_ == 0
+    assert aligner.confidence_ >= 0.5
+    assert np.isnan(aligner.mutual_share_)
+    X_new = mixture(200, d, 3)
+    assert aligner.score(X_new, X_new @ Q) > 0.9
+
+
+def test_disjoint_confidence_needs_a_restart_that_stands_out_or_agrees():
+    from sklearn_compat.unpaired import _disjoint_confidence
+
+    rng = np.random.default_rng(0)
+    maps = {i: torch.as_tensor(ortho_group.rvs(64, random_state=i)) for i in range(4)}
+    # unrelated maps with criteria within a few thousandths: nothing to trust
+    alike = {0: 0.0731, 1: 0.0724, 2: 0.0729, 3: 0.0726}
+    confidence, stand, agree = _disjoint_confidence(alike, maps)
+    assert confidence == 0 and stand < 1 and abs(agree) < 0.3
+    # one restart 0.011 above the others (what a right map did on real glosses) ...
+    confidence, stand, _ = _disjoint_confidence({**alike, 2: 0.0840}, maps)
+    assert stand > 8 and confidence > 0.5
+    # ... but not among three: two losers are too few to measure their spread
+    three = {i: alike[i] for i in range(3)}
+    assert _disjoint_confidence({**three, 2: 0.0840}, maps)[0] == 0
+    # two restarts that found the same map, whatever their criteria
+    same = dict(maps)
+    same[1] = maps[0] + 0.01 * torch.as_tensor(rng.normal(size=(64, 64)))
+    confidence, _, agree = _disjoint_confidence({**alike, 0: 0.0732}, same)
+    assert agree > 0.9 and confidence > 0.5
+
+
+def test_disjoint_fit_warns_on_random_clouds(monkeypatch):
+    import sklearn_compat.unpaired as module
+
+    monkeypatch.setattr(module, "_DISJOINT_RUNS", 2)
+    monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 5)
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(200, 16)), rng.normal(size=(210, 16))
+    with pytest.warns(UnreliableAlignmentWarning, match="disjoint restarts"):
+        aligner = UnpairedProcrustesAligner(init="disjoint", n_init=4, random_state=0).fit(X, Y)
+    assert len(aligner.start_scores_) == 4  # no restart stood out: all were tried
+    assert aligner.confidence_ < aligner.min_confidence
+
+
 @pytest.mark.parametrize("k", [6, 10])
 def test_centroid_match_finds_a_planted_permutation(k):
     # Exact search up to eight centroids, FAQ beyond: both must find a permutation whose
