@@ -480,7 +480,7 @@ def test_command_line_fits_without_an_id_join(tmp_path, capsys):
     )
     assert code == 0, err
     report = json.loads(out)
-    assert report["n_seed_pairs"] == 1 and report["confidence"] > 0.9
+    assert report["n_seed_pairs"] == 1 and report["confidence"] > 0.7
     np.testing.assert_allclose(load_model(model).W_, Q, atol=1e-6)
 
     # A seed id that is in neither table is named, with its line.
