@@ -51,6 +51,7 @@ ORDER = [
     "unpaired_heldout",
     "unpaired_large",
     "unpaired_ceiling",
+    "unpaired_disjoint",
     "gpu",
 ]
 REQUIRED = {
