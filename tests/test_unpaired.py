@@ -313,6 +313,40 @@ def test_disjoint_fit_recovers_a_rotation_between_different_items(monkeypatch):
     assert aligner.score(X_new, X_new @ Q) > 0.9
 
 
+def test_null_keeps_the_clusters_and_the_seed_rows_but_no_item():
+    from sklearn_compat._unpaired.common import unit_centered
+    from sklearn_compat._unpaired.confidence import clustered_surrogate
+
+    Y = unit_centered(torch.as_tensor(mixture(600, 16, 4, n_centres=6), dtype=torch.float32))
+    null = clustered_surrogate(Y, torch.Generator().manual_seed(0), 6, keep=torch.arange(5))
+    assert null.shape == Y.shape
+    np.testing.assert_array_equal(null[:5].numpy(), Y[:5].numpy())  # seed targets kept
+    # every row of the null lies in one of Y's clusters (its nearest Y row is close) ...
+    nearest = (null[5:] @ Y.T).max(dim=1).values
+    assert float(nearest.median()) > 0.8
+    # ... but is no row of Y
+    assert float(nearest.max()) < 1 - 1e-4
+
+
+def test_disjoint_refiners_move_a_rough_map_towards_the_right_one():
+    from sklearn_compat._unpaired import refine
+    from sklearn_compat._unpaired.common import orthogonal_fit, unit_centered
+    from sklearn_compat._unpaired.confidence import agreement
+
+    d = 16
+    Q = torch.as_tensor(ortho_group.rvs(d, random_state=2))
+    Xs, Ys = (
+        unit_centered(torch.as_tensor(A, dtype=torch.float32))
+        for A in (mixture(600, d, 5), mixture(600, d, 6) @ Q.numpy())
+    )
+    noise = torch.as_tensor(np.random.default_rng(0).normal(size=(d, d)))
+    rough = orthogonal_fit(torch.eye(d, dtype=torch.float64), Q + 0.15 * noise)
+    refined = refine.neighbour_mean_refine(Xs, Ys, rough, n_rounds=20)
+    final, rounds = refine.union_self_learn(Xs, Ys, refined)
+    assert agreement(rough, Q) < agreement(refined, Q) and agreement(final, Q) > 0.95
+    assert rounds >= 1
+
+
 def test_disjoint_confidence_needs_a_restart_that_stands_out_or_agrees():
     from sklearn_compat.unpaired import _disjoint_confidence
 

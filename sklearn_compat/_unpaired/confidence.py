@@ -60,9 +60,10 @@ def clustered_surrogate(Ys, generator, n_clusters, keep=None):
         scale = (s / np.sqrt(max(1, len(members) - 1))).cpu()
         noise = torch.randn(len(members), len(s), generator=generator, dtype=torch.float64)
         out[members] = mean + (noise * scale).to(Ys.device) @ basis
+    out = unit_centered(out.to(Ys.dtype))
     if keep is not None and len(keep):
-        out[keep] = Ys[keep].double()
-    return unit_centered(out.to(Ys.dtype))
+        out[keep] = Ys[keep]  # after the common form: the seed rows exactly as Y's
+    return out
 
 
 def beyond_chance(share, chance, n_held, z=2.0):
