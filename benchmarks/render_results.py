@@ -51,6 +51,7 @@ ORDER = [
     "unpaired_heldout",
     "unpaired_large",
     "unpaired_ceiling",
+    "unpaired_disjoint",
     "gpu",
 ]
 #: Records whose per-run tables the user guide prints in full: the page shows one summary

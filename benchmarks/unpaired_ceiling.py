@@ -4,7 +4,7 @@
 the current map become the dictionary, Procrustes refits the map, and the two repeat.  When
 the two sides hold different items, no row has its true partner on the other side, so even
 a perfect start drifts to wherever neighbouring items pull it.  This script measures that
-ceiling: the estimator's own self-learning (``sklearn_compat._core.unpaired.self_learn``)
+ceiling: the estimator's own self-learning (``sklearn_compat._unpaired.refine.self_learn``)
 started from supervised Procrustes fitted on the true pairs, on the disjoint halves that
 ``benchmarks/unpaired.py`` uses, then its final map (:class:`OrthogonalProcrustesAligner`
 with its ``"auto"`` centring and scale on the induced pairs), scored like the benchmark
@@ -53,8 +53,14 @@ def disjoint_halves(n):
 
 def ceiling(X, Y, X_test, Y_test):
     """(supervised top-1, top-1 after self-learning from it on disjoint halves)."""
+    from types import SimpleNamespace
+
     from sklearn_compat import OrthogonalProcrustesAligner
-    from sklearn_compat._core import unpaired as U
+    from sklearn_compat._unpaired import common, refine, start
+
+    U = SimpleNamespace(
+        **{n: getattr(m, n) for m in (common, refine, start) for n in dir(m) if n[:2] != "__"}
+    )
 
     supervised = OrthogonalProcrustesAligner().fit(X, Y).score(X_test, Y_test)
     first, second = disjoint_halves(len(X))
@@ -78,9 +84,15 @@ def partitions(X, Y, counts, seed=0):
     structure only) assigns as the true map does.  Returns rows
     ``[clusters, same model, across models, unpaired match right]``.
     """
+    from types import SimpleNamespace
+
     from scipy.optimize import linear_sum_assignment
 
-    from sklearn_compat._core import unpaired as U
+    from sklearn_compat._unpaired import common, refine, start
+
+    U = SimpleNamespace(
+        **{n: getattr(m, n) for m in (common, refine, start) for n in dir(m) if n[:2] != "__"}
+    )
 
     first, second = disjoint_halves(len(X))
     common = [U.unit_centered(torch.as_tensor(A, dtype=torch.float32)) for A in (X, Y)]

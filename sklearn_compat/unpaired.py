@@ -11,19 +11,29 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._core import holdout
-from ._core import unpaired as _u
 from ._core.backend import apply_affine, checked_input, one_line_errors, resolve_device
 from ._core.base import BaseAligner
 from ._core.validation import FLOAT_DTYPES, pick_target
+from ._unpaired import common as _common
+from ._unpaired import confidence as _confidence
+from ._unpaired import refine as _refine
+from ._unpaired import start as _starts
 from .exceptions import UnreliableAlignmentWarning
 from .procrustes import OrthogonalProcrustesAligner
 
 __all__ = ["UnpairedProcrustesAligner"]
 
-# Fewest rows a side needs: k-means, CSLS neighbourhoods and a mutual-neighbour share
-# mean nothing on fewer.
+# Rows below which scikit-learn's own "n_samples" message answers (one row is no cloud).
 _MIN_ROWS = 2
-_INITS = ("sorted_profile", "cluster_match")
+# Fewest rows a side needs for a fit at all: the start's clusters, CSLS neighbourhoods and
+# a held-out fifth of X need a few rows each.  Below _MIN_JUDGED_ROWS the fit runs but its
+# confidence cannot mean anything (see _MIN_JUDGED_ROWS).
+_MIN_FIT_ROWS = 10
+# Rows a side needs for confidence_ to be measured at all: below, its held-out fifth is a
+# handful of rows whose mutual partners say nothing (two unrelated random clouds of a few
+# dozen rows reach a held-out share of 1), so the fit warns and reports 0.
+_MIN_JUDGED_ROWS = 100
+_INITS = ("sorted_profile", "cluster_match", "disjoint")
 # Share of held-out rows of X left out of self-learning, on which confidence_ is measured.
 _HELDOUT_SHARE = 0.2
 # A candidate start whose confidence reaches this ends the search for a better one.
@@ -31,6 +41,24 @@ _CLEARLY_ALIGNED = 0.8
 # Candidate starts, the best by held-out share, that get stochastic dictionary induction
 # when none is clearly aligned (each costs tens of rounds on the start sample).
 _STOCHASTIC_CANDIDATES = 3
+# Most clusters of the null's surrogate target (about sqrt(n) below): enough to keep the
+# coarse structure any two sets of embeddings share, too few to keep items.
+_NULL_CLUSTERS = 64
+# Disjoint restarts: at least _MIN_RESTARTS, then more only while none stands out (a
+# robust z-score of the best restart's criterion against the others, see stand_out).
+_MIN_RESTARTS = 3
+# confidence_ of a disjoint fit from the stand-out z-score: 0 at 4, 1 at 12 ...
+_STAND_OUT_ZERO, _STAND_OUT_SPAN = 4.0, 8.0
+# ... or from the agreement of two restarts' maps: 0 at the chance level (at least 0.3),
+# 1 at 0.4 above it.
+_AGREEMENT_FLOOR, _AGREEMENT_SPAN = 0.3, 0.4
+# Each disjoint restart: k-means partitions per side matched by quadratic assignment, and
+# FAQ restarts per match (see disjoint_start).
+_DISJOINT_RUNS, _DISJOINT_QAP_RESTARTS = 10, 100
+# A disjoint search stops once its confidence reaches this.
+_CLEARLY_DISJOINT = 0.5
+# Fewest candidate starts the null's search tries (see _null_share).
+_NULL_MIN_CANDIDATES = 5
 
 
 class UnpairedProcrustesAligner(BaseAligner):
@@ -73,22 +101,46 @@ class UnpairedProcrustesAligner(BaseAligner):
     each other's CSLS nearest neighbour with a row of Y under the map.  A map self-learned
     on its own matches finds mutual partners for many of the rows it was fitted on even
     when it is wrong; only a map that really aligns the spaces does so for rows it has not
-    seen.  Some held-out rows find one by chance, the more so in few dimensions, so the
-    same self-learning is also run onto a Gaussian cloud with Y's mean and covariance
-    (``chance_share_``), and ``confidence_`` is the share beyond that chance level.  Below
+    seen.  Structure alone also gives held-out rows partners: two unrelated sets of
+    clustered rows, once their clusters are laid onto each other, match a third of them.
+    So the same search, with at least the same effort, is run again against a *null*
+    target: a second cloud drawn with Y's clusters (their means and covariances) and
+    nothing finer, which no map can align item by item (``chance_share_``).
+    ``confidence_`` is the share beyond that null, less two standard errors of the
+    difference (so that a handful of held-out rows cannot pass luck for alignment).  Below
+    100 rows a side no such figure means anything: ``confidence_`` is then 0.  Below
     ``min_confidence``, ``fit`` warns with
     :class:`~sklearn_compat.exceptions.UnreliableAlignmentWarning`.
+
+    What ``confidence_`` can tell: whether the map pairs *items* better than any map can
+    pair rows that merely share Y's clusters; when the two sides hold the same items, it
+    is near 1 for a right map and near 0 for a wrong one.  What it cannot tell: how good
+    retrieval under the map is (it is no estimate of top-1), nor whether a map between
+    sides holding *different* items is right (their rows have no partner to find, so a
+    right map scores near the null too).
 
     Read more in the :ref:`User Guide <unpaired>`.
 
     Parameters
     ----------
-    init : {"auto", "sorted_profile", "cluster_match"}, default="auto"
-        The unsupervised start.  ``"auto"`` tries both and keeps the candidate with the
-        highest confidence after refinement.
+    init : {"auto", "sorted_profile", "cluster_match", "disjoint"}, default="auto"
+        The unsupervised start.  ``"auto"`` tries the first two and keeps the candidate
+        with the highest confidence after refinement.  ``"disjoint"`` is for sides that
+        hold *different* items (no item embedded by both models): each restart matches
+        ten k-means partitions of 32 clusters per side by quadratic assignment, pairs
+        every row of X with the mean of the Y rows described most alike by their
+        similarities to the matched centroids, and sharpens the map through rounds of
+        finer anchors carried by the map itself (64 up to 512 clusters); restarts are
+        ranked by the mean best CSLS of both sides under their map, and the winner is
+        refined by pulling each row towards the mean of its 10 nearest Y rows, then by
+        self-learning on both directions' CSLS best matches.  It costs minutes per
+        restart on a few thousand rows of a few hundred dimensions (one CPU core), and
+        on real text embeddings it has not yet been seen to succeed (see the User Guide).
     n_init : int, default=8
         Random restarts of the cluster start (k-means seeds), each tried in both
-        directions.  The sorted-profile start is deterministic given its sample.
+        directions.  The sorted-profile start is deterministic given its sample.  With
+        ``init="disjoint"``: the most disjoint restarts; at least 3 run, more only while
+        no restart is trusted (see ``confidence_``).
     n_clusters : int, default=8
         Clusters per side whose centroids the cluster start matches (at least 2, at most
         a quarter of the sampled rows).  Up to 8 the match is exact (every permutation is
@@ -147,16 +199,31 @@ class UnpairedProcrustesAligner(BaseAligner):
     n_iter_ : int
         Rounds of self-learning run.
     confidence_ : float
-        ``(mutual_share_ - chance_share_) / (1 - chance_share_)``, clipped at 0: the
-        share of held-out rows with a mutual partner beyond what chance gives, in [0, 1].
-        Computed without any true pairs.
+        ``(mutual_share_ - chance_share_ - 2 se) / (1 - chance_share_)``, clipped to
+        [0, 1], with ``se`` the standard error of the difference of the two shares on the
+        held-out rows: the share of held-out rows with a mutual partner beyond what a
+        target with Y's clusters and no items gives.  0 when a side has fewer than 100
+        rows.  Computed without any true pairs.
     mutual_share_ : float
         Share of the held-out rows of X (a random fifth of the rows used, never a seed
         pair's, left out of every dictionary) that are in a mutual CSLS nearest-neighbour
-        pair with a row of Y under the self-learned map.
+        pair with a row of Y under the self-learned map.  NaN with ``init="disjoint"``.
     chance_share_ : float
-        The same share for a map self-learned (from a random start, seeded) onto a
-        Gaussian cloud with Y's mean and covariance, which no map can really align.
+        The same share for the same search (at least as many candidate starts, the same
+        self-learning) run against a Gaussian mixture with the means and covariances of
+        Y's k-means clusters (about ``sqrt(n)`` of them, at most 64), seed pairs' rows
+        kept: what structure alone gives.  NaN when a side has fewer than 100 rows.
+        With ``init="disjoint"`` it is computed from the restarts instead: the larger of
+        ``(stand_out_ - 4) / 8`` and ``(agreement_ - chance) / 0.4`` (chance: the larger
+        of 0.3 and ``3 / sqrt(d)``, three times the spread two random maps agree by),
+        clipped to [0, 1].
+    stand_out_ : float
+        ``init="disjoint"``: how far the best restart's criterion (mean best CSLS) stands
+        above the others' median, in units of their robust spread (at least 0.001); 0
+        with three restarts or fewer.  NaN otherwise.
+    agreement_ : float
+        ``init="disjoint"``: the best restart's map's largest agreement with another
+        restart's, ``trace(W1^T W2) / min(d_x, d_y)`` (1: the same map).  NaN otherwise.
     init_ : str
         The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
         or ``"seed_pairs"``, followed by ``" + stochastic"`` when stochastic dictionary
@@ -164,7 +231,8 @@ class UnpairedProcrustesAligner(BaseAligner):
     start_scores_ : dict
         Held-out mutual share of every candidate start tried, after its refinement on
         the sample (labelled as ``init_``; a ``" + stochastic"`` entry is the same start
-        refined again by stochastic dictionary induction).
+        refined again by stochastic dictionary induction).  With ``init="disjoint"``: the
+        criterion (mean best CSLS) of every restart, ``"disjoint (r)"``.
     n_features_in_ : int
         Width of X.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -220,7 +288,7 @@ class UnpairedProcrustesAligner(BaseAligner):
     >>> aligner = UnpairedProcrustesAligner(random_state=0).fit(X, Y)
     >>> bool(np.abs(aligner.W_ - Q).max() < 1e-6)
     True
-    >>> aligner.confidence_ > 0.9
+    >>> aligner.confidence_ > 0.5
     True
     """
 
@@ -292,10 +360,10 @@ class UnpairedProcrustesAligner(BaseAligner):
         rng = check_random_state(self.random_state)
         device = resolve_device(self.device)
 
-        Xs = _u.unit_centered(
+        Xs = _common.unit_centered(
             torch.as_tensor(np.ascontiguousarray(X), dtype=torch.float32, device=device)
         )
-        Ys = _u.unit_centered(
+        Ys = _common.unit_centered(
             torch.as_tensor(np.ascontiguousarray(Y), dtype=torch.float32, device=device)
         )
         # Self-learning on at most max_rows rows per side; the seed pairs' rows always in.
@@ -313,37 +381,102 @@ class UnpairedProcrustesAligner(BaseAligner):
             seeds_w = None
 
         generator = torch.Generator(device="cpu").manual_seed(int(rng.randint(2**31 - 1)))
+        if self.init == "disjoint":
+            W = self._fit_disjoint(Xw, Yw, seeds_w, rng, generator)
+            i, j = _common.mutual_pairs(_common.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
+            self.matches_ = np.stack([rows_x[i.cpu().numpy()], rows_y[j.cpu().numpy()]], axis=1)
+            self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
+            self._warn_if_unreliable(X, Y)
+            return self
         # Rows of X kept out of every dictionary: the confidence is measured on them.
         held = _heldout_rows(len(Xw), seeds_w, rng)
-        W, self.init_, self.start_scores_ = self._start(Xw, Yw, held, seeds_w, rng, generator)
-        W, self.n_iter_ = self._self_learn(Xw, Yw, W, held, seeds_w, self.max_iter)
-        self.mutual_share_ = _u.heldout_share(Xw, Yw, W, held, self.csls_k)
-        # What the same self-learning reaches on held-out rows against a target with Y's
-        # shape but no structure: mutual partners come by chance in few dimensions.
-        cloud = _u.structureless_cloud(Yw, generator)
-        W_null = _u.random_orthogonal(Xw.shape[1], Yw.shape[1], generator).to(Xw.device)
-        W_null, _ = self._self_learn(Xw, cloud, W_null, held, None, self.max_iter)
-        self.chance_share_ = _u.heldout_share(Xw, cloud, W_null, held, self.csls_k)
-        self.confidence_ = max(
-            0.0, (self.mutual_share_ - self.chance_share_) / (1.0 - self.chance_share_)
+        W, self.init_, self.start_scores_, effort = self._start(
+            Xw, Yw, held, seeds_w, rng, generator
         )
-        i, j = _u.mutual_pairs(_u.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
+        W, self.n_iter_ = self._self_learn(Xw, Yw, W, held, seeds_w, self.max_iter)
+        self.mutual_share_ = _confidence.heldout_share(Xw, Yw, W, held, self.csls_k)
+        too_few = min(len(X), len(Y)) < _MIN_JUDGED_ROWS
+        if too_few:
+            self.chance_share_, self.confidence_ = float("nan"), 0.0
+        else:
+            self.chance_share_ = self._null_share(Xw, Yw, held, seeds_w, effort, rng, generator)
+            self.confidence_ = _confidence.beyond_chance(
+                self.mutual_share_, self.chance_share_, len(held)
+            )
+        i, j = _common.mutual_pairs(_common.unit_rows(Xw @ W.to(Xw.dtype)), Yw, self.csls_k)
         self.matches_ = np.stack([rows_x[i.cpu().numpy()], rows_y[j.cpu().numpy()]], axis=1)
         self._fit_final_map(X, Y, np.concatenate([seeds, self.matches_]), W)
-        if self.confidence_ < self.min_confidence:
-            warnings.warn(
-                f"The unpaired alignment looks unreliable: confidence_={self.confidence_:.3f} "
-                "(the share of held-out rows, which the fit never saw, that find a mutual "
-                "nearest neighbour under the map, beyond what unrelated spaces give) is below "
-                f"min_confidence={self.min_confidence}. "
-                "The two spaces may share too little "
-                "structure for an unsupervised fit; pass seed pairs (pairs=, a few hundred "
-                "help most), more rows of the same items on both sides, or fit a supervised "
-                "aligner on paired rows.",
-                UnreliableAlignmentWarning,
-                stacklevel=2,
-            )
+        self.stand_out_ = self.agreement_ = float("nan")
+        self._warn_if_unreliable(X, Y)
         return self
+
+    def _warn_if_unreliable(self, X, Y):
+        if min(len(X), len(Y)) < _MIN_JUDGED_ROWS:
+            _warn_unreliable(
+                f"X has {len(X)} rows and Y {len(Y)}; below {_MIN_JUDGED_ROWS} rows a side "
+                "no unsupervised figure can tell a right map from chance, so confidence_ is 0"
+            )
+        elif self.confidence_ < self.min_confidence and self.init == "disjoint":
+            _warn_unreliable(
+                f"confidence_={self.confidence_:.3f} (neither does the best of "
+                f"{len(self.start_scores_)} disjoint restarts stand out from the others nor "
+                f"does another restart find the same map) is below "
+                f"min_confidence={self.min_confidence}"
+            )
+        elif self.confidence_ < self.min_confidence:
+            _warn_unreliable(
+                f"confidence_={self.confidence_:.3f} (the share of held-out rows, which the "
+                "fit never saw, that find a mutual nearest neighbour under the map, beyond "
+                f"what a target with Y's clusters but no items gives) is below "
+                f"min_confidence={self.min_confidence}"
+            )
+
+    def _fit_disjoint(self, Xw, Yw, seeds, rng, generator):
+        """``init="disjoint"``: restarts of the disjoint start ranked by their criterion,
+        the winner refined.  Sets the search's fitted attributes; returns the map."""
+        none = np.empty(0, dtype=np.int64)
+        sx = _sample(len(Xw), self.start_rows, rng, none)
+        sy = _sample(len(Yw), self.start_rows, rng, none)
+        A, B = Xw[torch.as_tensor(sx, device=Xw.device)], Yw[torch.as_tensor(sy, device=Yw.device)]
+        scores, maps = {}, {}
+        for restart in range(self.n_init):
+            restart_rng = np.random.RandomState(rng.randint(2**31 - 1))
+            W, scores[f"disjoint ({restart})"] = _starts.disjoint_start(
+                A,
+                B,
+                rng=restart_rng,
+                generator=generator,
+                n_runs=_DISJOINT_RUNS,
+                qap_restarts=_DISJOINT_QAP_RESTARTS,
+            )
+            maps[f"disjoint ({restart})"] = W
+            confidence = _disjoint_confidence(scores, maps)
+            if len(scores) >= _MIN_RESTARTS and confidence[0] >= _CLEARLY_DISJOINT:
+                break
+        best = max(scores, key=scores.get)
+        self.start_scores_, self.init_ = scores, best
+        self.confidence_, self.stand_out_, self.agreement_ = _disjoint_confidence(scores, maps)
+        self.mutual_share_ = self.chance_share_ = float("nan")
+        W = _refine.neighbour_mean_refine(Xw, Yw, maps[best])
+        if seeds is not None:
+            W, _, _ = _refine.self_learn(Xw, Yw, W, seeds=seeds, n_iter=2, csls_k=self.csls_k)
+        W, self.n_iter_ = _refine.union_self_learn(Xw, Yw, W, n_iter=self.max_iter * 2)
+        return W
+
+    def _null_share(self, Xw, Yw, held, seeds, effort, rng, generator):
+        """The held-out share that the same search, with the same effort, reaches against a
+        cloud with Y's clusters and nothing finer (:func:`clustered_surrogate`): what
+        structure alone gives, which a real alignment must beat."""
+        keep = None if seeds is None else seeds[:, 1]
+        n_clusters = int(np.clip(round(np.sqrt(len(Yw))), 2, _NULL_CLUSTERS))
+        surrogate = _confidence.clustered_surrogate(Yw, generator, n_clusters, keep=keep)
+        null_rng = np.random.RandomState(rng.randint(2**31 - 1))
+        # At least a few candidates: a real search that stopped at a lucky first candidate
+        # must not leave the null fewer chances to be lucky.
+        budget = (max(effort[0], _NULL_MIN_CANDIDATES), effort[1])
+        W, *_ = self._start(Xw, surrogate, held, seeds, null_rng, generator, budget=budget)
+        W, _ = self._self_learn(Xw, surrogate, W, held, seeds, self.max_iter)
+        return _confidence.heldout_share(Xw, surrogate, W, held, self.csls_k)
 
     def _fit_final_map(self, X, Y, dictionary, W):
         """The map itself: supervised Procrustes on the final dictionary's raw rows.
@@ -390,20 +523,24 @@ class UnpairedProcrustesAligner(BaseAligner):
         Xt = Xs[torch.as_tensor(train, device=Xs.device)]
         stochastic_rounds = 0
         if stochastic is not None:
-            W, stochastic_rounds = _u.stochastic_self_learn(
+            W, stochastic_rounds = _refine.stochastic_self_learn(
                 Xt, Ys, W, generator=stochastic, seeds=seeds, csls_k=self.csls_k
             )
-        W, _, rounds = _u.self_learn(
+        W, _, rounds = _refine.self_learn(
             Xt, Ys, W, seeds=seeds, n_iter=n_iter, csls_k=self.csls_k, tol=self.tol
         )
         return W, stochastic_rounds + rounds
 
-    def _start(self, Xw, Yw, held, seeds, rng, generator):
+    def _start(self, Xw, Yw, held, seeds, rng, generator, budget=None):
         """The starting map: of the candidate starts, each refined by self-learning from a
         sample of X's rows onto all of Y's, the one whose map finds mutual partners for
         the most held-out rows.
 
-        Returns ``(W, label, scores)``."""
+        ``budget``, ``(candidates, stochastic refinements)``, caps the search at the
+        effort another search spent (the null's, see ``_null_share``).
+
+        Returns ``(W, label, scores, effort)``."""
+        max_plain, max_stochastic = budget or (np.inf, _STOCHASTIC_CANDIDATES)
         n = min(len(Xw), len(Yw), self.start_rows)
         # Both samples hold n rows (the sorted profiles compare rows of equal length),
         # the seed pairs' rows among them so that every candidate is refined with them.
@@ -424,36 +561,40 @@ class UnpairedProcrustesAligner(BaseAligner):
         # rows of X all keep their partners among Y's rows.
         scores, refined = {}, {}
         for label, make in self._candidates(A, B, Xw, Yw, seeds, rng, generator):
+            if len(scores) >= max_plain:
+                break
             W, _ = self._self_learn(A, Yw, make(), sample_held, sample_seeds, self.max_iter)
-            scores[label] = _u.heldout_share(A, Yw, W, sample_held, self.csls_k)
+            scores[label] = _confidence.heldout_share(A, Yw, W, sample_held, self.csls_k)
             refined[label] = W
             if scores[label] >= _CLEARLY_ALIGNED:
-                return W, label, scores  # not beaten by enough to pay for more
+                return W, label, scores, (len(scores), 0)  # not beaten by enough to pay for more
         # No start is clearly right: the most promising few get stochastic dictionary
         # induction, which can carry a roughly right map out of a poor dictionary's basin.
         dropout = torch.Generator(device=A.device).manual_seed(
             int(torch.randint(2**62, (1,), generator=generator))
         )
-        for label in sorted(scores, key=scores.get, reverse=True)[:_STOCHASTIC_CANDIDATES]:
+        plain, stochastic = len(scores), 0
+        for label in sorted(scores, key=scores.get, reverse=True)[:max_stochastic]:
+            stochastic += 1
             W, _ = self._self_learn(
                 A, Yw, refined[label], sample_held, sample_seeds, self.max_iter,
                 stochastic=dropout,
             )  # fmt: skip
             tried = f"{label} + stochastic"
-            scores[tried] = _u.heldout_share(A, Yw, W, sample_held, self.csls_k)
+            scores[tried] = _confidence.heldout_share(A, Yw, W, sample_held, self.csls_k)
             refined[tried] = W
             if scores[tried] >= _CLEARLY_ALIGNED:
                 break
         best = max(scores, key=scores.get)
-        return refined[best], best, scores
+        return refined[best], best, scores, (plain, stochastic)
 
     def _candidates(self, A, B, Xw, Yw, seeds, rng, generator):
         """``(label, make)`` of every candidate start, cheapest first; ``make()`` builds
         the map (lazily, so that a good early candidate spares the later ones)."""
         if seeds is not None:
-            yield "seed_pairs", lambda: _u.orthogonal_fit(Xw[seeds[:, 0]], Yw[seeds[:, 1]])
+            yield "seed_pairs", lambda: _common.orthogonal_fit(Xw[seeds[:, 0]], Yw[seeds[:, 1]])
         if self.init in ("auto", "sorted_profile"):
-            yield "sorted_profile", lambda: _u.sorted_profile_start(A, B)
+            yield "sorted_profile", lambda: _starts.sorted_profile_start(A, B)
         if self.init in ("auto", "cluster_match"):
             n_clusters = max(2, min(self.n_clusters, len(A) // 4))
             for restart in range(self.n_init):
@@ -464,7 +605,7 @@ class UnpairedProcrustesAligner(BaseAligner):
                     # whose partners it then all has (see _start).
                     def make(forward=forward):
                         P, Q = (A, Yw) if forward else (B, Xw)
-                        W = _u.cluster_match_start(
+                        W = _starts.cluster_match_start(
                             P, Q, n_clusters=n_clusters, rng=rng, generator=generator
                         )
                         return W if forward else W.T
@@ -500,6 +641,13 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
         if Y.ndim == 1:
             Y = Y.reshape(-1, 1)
+        for name, rows in (("X", len(X)), ("Y", len(Y))):
+            if rows < _MIN_FIT_ROWS:
+                raise ValueError(
+                    f"{type(self).__name__} needs at least {_MIN_FIT_ROWS} rows on each side "
+                    f"to learn a map without pairs; {name} has {rows}. With so few items, "
+                    "pair them and fit OrthogonalProcrustesAligner."
+                )
         self._target_names = target_names
         return X, Y.astype(X.dtype, copy=False)
 
@@ -533,6 +681,41 @@ class UnpairedProcrustesAligner(BaseAligner):
         return tags
 
 
+def _disjoint_confidence(scores, maps):
+    """``(confidence, stand_out, agreement)`` of the disjoint restarts so far.
+
+    Two kinds of evidence, either enough: the best restart's criterion stands out from
+    the others' (:func:`stand_out`; wrong maps sit close together, a right one above
+    them), or another restart found the same map (``agreement``, the best map's largest
+    :func:`agreement` with another's, counted only beyond ``3 / sqrt(d)``, three times
+    the spread two random maps agree by)."""
+    best = max(scores, key=scores.get)
+    # a median and a spread need a few losing restarts to mean anything
+    stand = _confidence.stand_out(list(scores.values())) if len(scores) > 3 else 0.0
+    others = [_confidence.agreement(maps[best], W) for label, W in maps.items() if label != best]
+    agree = max(others, default=0.0)
+    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(maps[best].shape)))
+    confidence = max(
+        np.clip((stand - _STAND_OUT_ZERO) / _STAND_OUT_SPAN, 0.0, 1.0),
+        np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0),
+    )
+    return float(confidence), stand, agree
+
+
+def _warn_unreliable(reason):
+    """Warn with :class:`UnreliableAlignmentWarning`; ``reason`` (a clause naming what the
+    fit measured) is kept on the warning as ``reason`` so that the command line can say
+    the same in its own terms."""
+    warning = UnreliableAlignmentWarning(
+        f"The unpaired alignment looks unreliable: {reason}. The two spaces may share too "
+        "little structure for an unsupervised fit; pass seed pairs (pairs=, a few hundred "
+        "help most), more rows of the same items on both sides, or fit a supervised "
+        "aligner on paired rows."
+    )
+    warning.reason = reason
+    warnings.warn(warning, stacklevel=3)
+
+
 def _sample(n, limit, rng, keep):
     """Sorted row indices: all ``n`` rows, or ``limit`` of them including ``keep``."""
     if n <= limit:
@@ -553,7 +736,7 @@ def _heldout_rows(n, seeds, rng):
 
 
 def _check_pairs(pairs, n_x, n_y):
-    """Seed pairs as an int64 (m, 2) array of valid rows, or a clear error."""
+    """Seed pairs as an int64 (m, 2) array of valid rows, or a one-line error."""
     if pairs is None:
         return np.empty((0, 2), dtype=np.int64)
     values = np.asarray(checked_input(pairs, "pairs"))
@@ -561,16 +744,40 @@ def _check_pairs(pairs, n_x, n_y):
         raise ValueError(
             f"pairs must have shape (n_pairs, 2), (row of X, row of Y); got shape {values.shape}."
         )
-    if values.size and not np.issubdtype(values.dtype, np.integer):
-        if not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
-            raise ValueError("pairs must hold integer row indices.")
-    values = values.astype(np.int64)
+    if values.dtype.kind == "O":  # mixed Python objects: judge each entry
+        for (row, column), value in np.ndenumerate(values):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
+                _not_an_index(row, column, value)
+        values = values.astype(np.float64)
+    if values.dtype.kind not in "iuf":  # strings, booleans, bytes, dates
+        entries = [(where, value.item()) for where, value in np.ndenumerate(values)]
+        # the first entry that does not even read as a number, else the first
+        odd = [e for e in entries if not str(e[1]).strip().lstrip("-").isdigit()]
+        (row, column), value = (odd or entries)[0]
+        _not_an_index(row, column, value)
     for column, (name, n) in enumerate((("X", n_x), ("Y", n_y))):
-        bad = (values[:, column] < 0) | (values[:, column] >= n)
+        side = values[:, column]
+        bad = (side < 0) | (side >= n) | (side != np.round(side))
+        if values.dtype.kind == "f":
+            bad |= ~np.isfinite(side)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
+            value = float(side[row])
+            if value != np.round(value) or not np.isfinite(value):
+                raise ValueError(
+                    f"pairs[{row}] = {values[row].tolist()}: {value!r} is not an integer row "
+                    "index (pairs must hold integer row indices)."
+                )
+            shown = int(value) if abs(value) < 2**53 else f"{value:g}"
             raise ValueError(
-                f"pairs[{row}] = {values[row].tolist()} names row {values[row, column]} of "
+                f"pairs[{row}] = {values[row].tolist()} names row {shown} of "
                 f"{name}, which has {n} rows."
             )
-    return values
+    return values.astype(np.int64)
+
+
+def _not_an_index(row, column, value):
+    raise ValueError(
+        f"pairs[{row}, {column}] = {value!r} is not a row index: pairs must hold integer "
+        f"row indices (row of X, row of Y), not {type(value).__name__} values."
+    )

@@ -2,6 +2,7 @@
 
 import json
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,15 @@ def clustered(n, d, seed=0, n_centres=12):
     return centres[rng.integers(n_centres, size=n)] + 0.3 * rng.normal(size=(n, d))
 
 
+def _unpaired_parts():
+    """The private room's functions under one name (common form, CSLS, refiners)."""
+    from sklearn_compat._unpaired import common, refine
+
+    return SimpleNamespace(
+        **{name: getattr(m, name) for m in (common, refine) for name in dir(m) if name[:2] != "__"}
+    )
+
+
 def fit_quietly(aligner, *args, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnreliableAlignmentWarning)
@@ -34,7 +44,7 @@ def test_recovers_a_planted_rotation_from_shuffled_rows(init):
     Y = (X @ Q)[order]
     aligner = fit_quietly(UnpairedProcrustesAligner(init=init, random_state=0), X, Y)
     np.testing.assert_allclose(aligner.W_, Q, atol=1e-6)
-    assert aligner.confidence_ > 0.9
+    assert aligner.confidence_ > 0.7  # a lower bound on the share beyond the null
     # every induced pair is a true pair: Y row j is X row order[j]
     i, j = aligner.matches_.T
     np.testing.assert_array_equal(order[j], i)
@@ -77,7 +87,7 @@ def test_seed_pairs_pull_the_map_where_the_rows_give_no_signal():
     X, Y = rng.normal(size=(300, 8)), rng.normal(size=(260, 8))
     Y[100:140] = X[:40] @ ortho_group.rvs(8, random_state=7)
     pairs = np.stack([np.arange(40), np.arange(40) + 100], axis=1)
-    params = {"random_state": 0, "min_confidence": 0}
+    params = {"random_state": 0, "min_confidence": 0, "n_init": 2}
     seeded = UnpairedProcrustesAligner(**params).fit(X, Y, pairs=pairs)
     blind = UnpairedProcrustesAligner(**params).fit(X, Y)
     assert seeded.score(X[:40], Y[100:140]) > 0.5 > blind.score(X[:40], Y[100:140]) + 0.3
@@ -106,10 +116,10 @@ def test_final_map_is_procrustes_with_auto_settings_on_the_induced_pairs():
 
 
 def test_same_random_state_gives_the_same_fit():
-    X = clustered(400, 10, seed=8)
+    X = clustered(200, 10, seed=8)
     rng = np.random.default_rng(9)
     Y = (X @ ortho_group.rvs(10, random_state=9) + 0.3 * rng.normal(size=X.shape))[
-        rng.permutation(400)
+        rng.permutation(200)
     ]
     params = {"init": "cluster_match", "n_init": 2, "random_state": 3, "min_confidence": 0}
     first = UnpairedProcrustesAligner(**params).fit(X, Y)
@@ -120,27 +130,48 @@ def test_same_random_state_gives_the_same_fit():
     assert first.n_iter_ == second.n_iter_
 
 
-def test_warns_on_unrelated_spaces():
-    # 1,000 rows: on a few hundred, the held-out fifth is small enough for the mutual
-    # share of unrelated spaces to land above chance by a tenth or more.
-    rng = np.random.default_rng(10)
-    X, Y = rng.normal(size=(1000, 16)), rng.normal(size=(800, 12))
-    with pytest.warns(UnreliableAlignmentWarning, match=r"confidence_=0\.\d+ .*pairs="):
-        aligner = UnpairedProcrustesAligner(random_state=0).fit(X, Y)
+@pytest.mark.parametrize(("n", "d", "seed"), [(12, 4, 0), (40, 32, 1), (150, 4, 2), (300, 16, 3)])
+def test_warns_on_independent_random_clouds(n, d, seed):
+    # Two independent Gaussian clouds share nothing: below 100 rows a side the fit says it
+    # cannot judge, above it the held-out share does not beat the null's.  (Fewer restarts
+    # than the default keep the test fast; benchmarks/unpaired.py runs the defaults.)
+    rng = np.random.default_rng(seed)
+    X, Y = rng.normal(size=(n, d)), rng.normal(size=(n + 5, d))
+    with pytest.warns(UnreliableAlignmentWarning, match="looks unreliable") as caught:
+        aligner = UnpairedProcrustesAligner(n_init=3, random_state=seed).fit(X, Y)
     assert aligner.confidence_ < aligner.min_confidence
-    # min_confidence=0 never warns
-    fit_quietly(UnpairedProcrustesAligner(min_confidence=0, random_state=0), X, Y)
+    if n < 100:
+        assert aligner.confidence_ == 0 and "below 100 rows a side" in str(caught[0].message)
 
 
-def test_confidence_is_the_held_out_share_beyond_chance():
+def test_warns_on_unrelated_clustered_data():
+    # Clusters on both sides, but not the same items nor the same clusters: a null with no
+    # structure would call the cluster-to-cluster map aligned; Y's own clusters do not.
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(300, 8, centers=5, random_state=0)
+    Y, _ = make_blobs(313, 8, centers=5, random_state=100)
+    with pytest.warns(UnreliableAlignmentWarning, match=r"confidence_=0\.\d+ .*pairs="):
+        aligner = UnpairedProcrustesAligner(n_init=3, random_state=0).fit(X, Y)
+    assert aligner.confidence_ < aligner.min_confidence
+    # min_confidence=0 never warns on a size that can be judged
+    fit_quietly(UnpairedProcrustesAligner(n_init=1, min_confidence=0, random_state=0), X, Y)
+
+
+def test_confidence_is_the_held_out_share_beyond_the_structured_null():
     X = clustered(500, 16)
     Y = (X @ ortho_group.rvs(16, random_state=1))[::-1]
     aligner = fit_quietly(UnpairedProcrustesAligner(random_state=0), X, Y)
-    expected = (aligner.mutual_share_ - aligner.chance_share_) / (1 - aligner.chance_share_)
-    assert aligner.confidence_ == pytest.approx(max(0.0, expected))
-    # a right map gives every held-out row its partner; a Gaussian cloud, almost none
-    assert aligner.mutual_share_ == 1.0
-    assert 0 <= aligner.chance_share_ < 0.5
+    n_held = round(0.2 * 500)
+    share, chance = aligner.mutual_share_, aligner.chance_share_
+    error = np.sqrt((share * (1 - share) + chance * (1 - chance)) / n_held)
+    expected = (share - chance - 2 * error) / (1 - chance)
+    assert aligner.confidence_ == pytest.approx(min(1, max(0.0, expected)))
+    # a right map gives every held-out row its partner; a cloud with Y's clusters but no
+    # items, far fewer
+    assert share == 1.0
+    assert 0 <= chance < 0.7
+    assert aligner.confidence_ > 0.5
 
 
 def test_cluster_start_recovers_a_noisy_rotation_from_shuffled_rows():
@@ -181,7 +212,7 @@ def test_stochastic_induction_brings_home_starts_that_mutual_self_learning_loses
     # (the supervised map blurred by noise), stochastic dictionary induction reaches 0.9 of
     # the supervised map's top-1 from every start that mutual-neighbour self-learning
     # brings there, and from at least twice as many.
-    from sklearn_compat._core import unpaired as u
+    u = _unpaired_parts()
 
     train = mnist_features["train_idx"][:1000]
     Xs = u.unit_centered(torch.as_tensor(mnist_features["cnn_s0"][train], dtype=torch.float32))
@@ -213,7 +244,7 @@ def test_stochastic_induction_brings_home_starts_that_mutual_self_learning_loses
 
 
 def test_stochastic_induction_is_repeatable_and_ends_on_the_exact_map():
-    from sklearn_compat._core import unpaired as u
+    u = _unpaired_parts()
 
     X = clustered(300, 12, seed=3)
     Q = ortho_group.rvs(12, random_state=3)
@@ -232,7 +263,7 @@ def test_stochastic_induction_is_repeatable_and_ends_on_the_exact_map():
 
 
 def test_dropout_neighbours_pair_only_through_kept_similarities():
-    from sklearn_compat._core import unpaired as u
+    u = _unpaired_parts()
 
     rng = np.random.default_rng(4)
     A = u.unit_rows(torch.as_tensor(rng.normal(size=(6, 5)), dtype=torch.float32))
@@ -252,11 +283,111 @@ def test_dropout_neighbours_pair_only_through_kept_similarities():
     assert not kept.any(dim=1).all()  # the draw does leave a row without a partner
 
 
+def mixture(n, d, seed, n_centres=24):
+    """Rows of one fixed mixture (centres from seed 0), drawn with their own seed: two
+    calls with different seeds give different items of the same distribution."""
+    centres = np.random.default_rng(0).normal(size=(n_centres, d)) * np.linspace(3, 0.5, d)
+    rng = np.random.default_rng(seed)
+    return centres[rng.integers(n_centres, size=n)] + 0.3 * rng.normal(size=(n, d))
+
+
+def test_disjoint_fit_recovers_a_rotation_between_different_items(monkeypatch):
+    # No item on both sides: X and Y are different draws of one mixture, Y rotated by Q.
+    # The fit is confident, and maps new items of X onto their images.
+    import sklearn_compat.unpaired as module
+
+    monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 30)  # fewer: a fast test
+    d = 16
+    Q = ortho_group.rvs(d, random_state=1)
+    X, Y = mixture(500, d, 1), mixture(500, d, 2) @ Q
+    aligner = UnpairedProcrustesAligner(init="disjoint", n_init=3, random_state=0)
+    fit_quietly(aligner, X, Y)
+    assert aligner.init_.startswith("disjoint (")
+    assert len(aligner.start_scores_) == 3  # the fewest restarts: confident after them
+    # two of the three restarts found the same map (the third did not): that agreement,
+    # not a criterion standing out (three restarts are too few to tell), is the evidence
+    assert aligner.agreement_ > 0.9 and aligner.stand_out_ == 0
+    assert aligner.confidence_ >= 0.5
+    assert np.isnan(aligner.mutual_share_)
+    X_new = mixture(200, d, 3)
+    assert aligner.score(X_new, X_new @ Q) > 0.9
+
+
+def test_null_keeps_the_clusters_and_the_seed_rows_but_no_item():
+    from sklearn_compat._unpaired.common import unit_centered
+    from sklearn_compat._unpaired.confidence import clustered_surrogate
+
+    Y = unit_centered(torch.as_tensor(mixture(600, 16, 4, n_centres=6), dtype=torch.float32))
+    null = clustered_surrogate(Y, torch.Generator().manual_seed(0), 6, keep=torch.arange(5))
+    assert null.shape == Y.shape
+    np.testing.assert_array_equal(null[:5].numpy(), Y[:5].numpy())  # seed targets kept
+    # every row of the null lies in one of Y's clusters (its nearest Y row is close) ...
+    nearest = (null[5:] @ Y.T).max(dim=1).values
+    assert float(nearest.median()) > 0.8
+    # ... but is no row of Y
+    assert float(nearest.max()) < 1 - 1e-4
+
+
+def test_disjoint_refiners_move_a_rough_map_towards_the_right_one():
+    from sklearn_compat._unpaired import refine
+    from sklearn_compat._unpaired.common import orthogonal_fit, unit_centered
+    from sklearn_compat._unpaired.confidence import agreement
+
+    d = 16
+    Q = torch.as_tensor(ortho_group.rvs(d, random_state=2))
+    Xs, Ys = (
+        unit_centered(torch.as_tensor(A, dtype=torch.float32))
+        for A in (mixture(600, d, 5), mixture(600, d, 6) @ Q.numpy())
+    )
+    noise = torch.as_tensor(np.random.default_rng(0).normal(size=(d, d)))
+    rough = orthogonal_fit(torch.eye(d, dtype=torch.float64), Q + 0.15 * noise)
+    refined = refine.neighbour_mean_refine(Xs, Ys, rough, n_rounds=20)
+    final, rounds = refine.union_self_learn(Xs, Ys, refined)
+    assert agreement(rough, Q) < agreement(refined, Q) and agreement(final, Q) > 0.95
+    assert rounds >= 1
+
+
+def test_disjoint_confidence_needs_a_restart_that_stands_out_or_agrees():
+    from sklearn_compat.unpaired import _disjoint_confidence
+
+    rng = np.random.default_rng(0)
+    maps = {i: torch.as_tensor(ortho_group.rvs(64, random_state=i)) for i in range(4)}
+    # unrelated maps with criteria within a few thousandths: nothing to trust
+    alike = {0: 0.0731, 1: 0.0724, 2: 0.0729, 3: 0.0726}
+    confidence, stand, agree = _disjoint_confidence(alike, maps)
+    assert confidence == 0 and stand < 1 and abs(agree) < 0.3
+    # one restart 0.011 above the others (what a right map did on real glosses) ...
+    confidence, stand, _ = _disjoint_confidence({**alike, 2: 0.0840}, maps)
+    assert stand > 8 and confidence > 0.5
+    # ... but not among three: two losers are too few to measure their spread
+    three = {i: alike[i] for i in range(3)}
+    assert _disjoint_confidence({**three, 2: 0.0840}, maps)[0] == 0
+    # two restarts that found the same map, whatever their criteria
+    same = dict(maps)
+    same[1] = maps[0] + 0.01 * torch.as_tensor(rng.normal(size=(64, 64)))
+    confidence, _, agree = _disjoint_confidence({**alike, 0: 0.0732}, same)
+    assert agree > 0.9 and confidence > 0.5
+
+
+def test_disjoint_fit_warns_on_random_clouds(monkeypatch):
+    import sklearn_compat.unpaired as module
+
+    monkeypatch.setattr(module, "_DISJOINT_RUNS", 2)
+    monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 5)
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(200, 16)), rng.normal(size=(210, 16))
+    with pytest.warns(UnreliableAlignmentWarning, match="disjoint restarts"):
+        aligner = UnpairedProcrustesAligner(init="disjoint", n_init=4, random_state=0).fit(X, Y)
+    assert len(aligner.start_scores_) == 4  # no restart stood out: all were tried
+    assert aligner.confidence_ < aligner.min_confidence
+
+
 @pytest.mark.parametrize("k", [6, 10])
 def test_centroid_match_finds_a_planted_permutation(k):
     # Exact search up to eight centroids, FAQ beyond: both must find a permutation whose
     # Gram structure is planted exactly (a rotated, reordered copy).
-    from sklearn_compat._core.unpaired import match_centroids, unit_rows
+    from sklearn_compat._unpaired.common import unit_rows
+    from sklearn_compat._unpaired.start import match_centroids
 
     C = unit_rows(torch.as_tensor(np.random.default_rng(k).normal(size=(k, 5))))
     Q = torch.as_tensor(ortho_group.rvs(5, random_state=k))
@@ -279,12 +410,54 @@ def test_float32_in_float32_out():
         (np.array([[0, 1], [5, 90]]), r"pairs\[1\] = \[5, 90\] names row 90 of Y, which has 80"),
         (np.array([[-1, 0]]), r"names row -1 of X"),
         (np.array([[0.5, 1.0]]), "integer row indices"),
+        ([["a", "b"]], r"pairs\[0, 0\] = 'a' is not a row index: .* not str values"),
+        ([[0, "b"]], r"pairs\[0, 1\] = 'b' is not a row index"),
+        ([["0", "1"]], r"pairs\[0, 0\] = '0' is not a row index: .* not str values"),
+        ([[3, None]], r"pairs\[0, 1\] = None is not a row index"),
+        ([[True, False]], r"pairs\[0, 0\] = True is not a row index: .* not bool values"),
+        (np.array([[1, 0]], dtype=bool), r"= True is not a row index"),
+        (
+            [[2, 0], [1e30, 0]],
+            r"pairs\[1\] = \[1e\+30, 0.0\] names row 1e\+30 of X, which has 100",
+        ),
+        ([[2, 0], [0, -(2**70)]], r"names row -1.18059e\+21 of Y"),
+        ([[np.inf, 0]], r"inf is not an integer row index"),
+        ([[np.nan, 0]], r"nan is not an integer row index"),
     ],
 )
 def test_bad_pairs_are_named(pairs, message):
     X, Y = clustered(100, 4), clustered(80, 5)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as error:
         UnpairedProcrustesAligner().fit(X, Y, pairs=pairs)
+    assert "\n" not in str(error.value)
+
+
+def test_integral_floats_and_objects_are_row_indices():
+    # 3.0 names row 3 exactly as 3 does; only the values' meaning counts, not their type
+    X = clustered(300, 8, seed=2)
+    Q = ortho_group.rvs(8, random_state=2)
+    params = {"random_state": 0, "init": "sorted_profile", "min_confidence": 0}
+    as_int = UnpairedProcrustesAligner(**params).fit(X, X @ Q, pairs=[[3, 3], [5, 5]])
+    as_float = UnpairedProcrustesAligner(**params).fit(X, X @ Q, pairs=[[3.0, 3], [5, 5.0]])
+    np.testing.assert_array_equal(as_int.W_, as_float.W_)
+
+
+@pytest.mark.parametrize("n", [1, 3, 9])
+def test_tiny_inputs_get_one_line_errors(n):
+    rng = np.random.default_rng(n)
+    big, small = rng.normal(size=(50, 4)), rng.normal(size=(n, 4))
+    for X, Y, side in ((small, big, "X"), (big, small, "Y")):
+        with pytest.raises(ValueError) as error:
+            UnpairedProcrustesAligner(random_state=0).fit(X, Y)
+        message = str(error.value)
+        assert "\n" not in message
+        if n == 1:
+            assert "1 sample" in message  # scikit-learn's own wording for one row
+        else:
+            assert (
+                f"at least 10 rows on each side to learn a map without pairs; {side} has {n}"
+                in message
+            )
 
 
 def test_missing_target_and_too_few_rows_are_named():
@@ -341,7 +514,7 @@ def test_command_line_fits_without_an_id_join(tmp_path, capsys):
     )
     assert code == 0, err
     report = json.loads(out)
-    assert report["n_seed_pairs"] == 1 and report["confidence"] > 0.9
+    assert report["n_seed_pairs"] == 1 and report["confidence"] > 0.7
     np.testing.assert_allclose(load_model(model).W_, Q, atol=1e-6)
 
     # A seed id that is in neither table is named, with its line.
@@ -356,6 +529,28 @@ def test_command_line_fits_without_an_id_join(tmp_path, capsys):
         capsys, "fit", "--method", "procrustes", *common, "--id-column", "id", *bad
     )
     assert code == 1 and "--seed-pairs does not apply to --method procrustes" in err
+
+
+def test_command_line_warns_in_its_own_terms(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    for name, rows in (("src", 40), ("tgt", 30)):  # two unrelated random tables
+        np.save(tmp_path / f"{name}.npy", rng.normal(size=(rows, 6)))
+    common = ["--source", tmp_path / "src.npy", "--target", tmp_path / "tgt.npy"]
+    model = ["--model", tmp_path / "m.skops", "--seed", 0]
+    code, _, err = _run(capsys, "fit", "--method", "unpaired", *common, *model)
+    assert code == 0, err
+    warning = [line for line in err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "looks unreliable" in warning[0]
+    assert "--seed-pairs FILE" in warning[0] and "pairs=" not in warning[0]
+    # too few rows: one line, in the command line's terms too, and nothing saved
+    np.save(tmp_path / "tiny.npy", rng.normal(size=(3, 6)))
+    tiny = ["--source", tmp_path / "tiny.npy", "--target", tmp_path / "tgt.npy"]
+    code, _, err = _run(
+        capsys, "fit", "--method", "unpaired", *tiny, "--model", tmp_path / "t.skops"
+    )
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "X has 3" in err and "Traceback" not in err
+    assert not (tmp_path / "t.skops").exists()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

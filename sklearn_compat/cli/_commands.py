@@ -8,11 +8,13 @@ estimators and metrics, and writes its outputs atomically.  No maths happens her
 import inspect
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..exceptions import UnreliableAlignmentWarning
 from ..io._common import ColumnSpec, InputError, table_format_or_none
 from ..io._join import join_on_ids
 from ..io._model_files import load_model, save_model
@@ -211,7 +213,21 @@ def _fit_unpaired(estimator, args):
     pairs = None
     if args.seed_pairs:
         pairs = _read_seed_pairs(args.seed_pairs, source, target, src, tgt)
-    estimator.fit(_named_frame(source.X, src), _named_frame(target.X, tgt), pairs=pairs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        estimator.fit(_named_frame(source.X, src), _named_frame(target.X, tgt), pairs=pairs)
+    for record in caught:
+        if issubclass(record.category, UnreliableAlignmentWarning):
+            # The estimator's advice names its Python arguments; say it in flags.
+            reason = getattr(record.message, "reason", str(record.message))
+            _log(
+                f"sklearn-compat: warning: the unpaired alignment looks unreliable: {reason}. "
+                "Pass known matches with --seed-pairs FILE (a few hundred help most), more "
+                "rows of the same items in both tables, or fit a paired --method on tables "
+                "joined by --id-column."
+            )
+        else:
+            warnings.showwarning(record.message, record.category, record.filename, record.lineno)
     fmt = save_model(
         estimator,
         args.model,
