@@ -105,9 +105,15 @@ class Store(abc.ABC):
         sibling collection whose name :meth:`column_location` gives.
     location : str
         The location as given (may hold a secret: never print it; use :meth:`display`).
+    id_column : str or None
+        The id column the by-id operations (:meth:`read_rows`, :meth:`write_rows`,
+        :meth:`iter_rows`, :meth:`add_column`) use; set by the caller from
+        ``--id-column`` (None: the room decides, e.g. the one ``add_column`` recorded in
+        the ledger, the primary key, or the store's own ids).
     """
 
     kind = None
+    id_column = None
     one_vector_per_record = False
     # Environment variables and files a secret of this store's locations can come from
     # instead (named in undo lines), e.g. ("PGPASSWORD", "~/.pgpass").

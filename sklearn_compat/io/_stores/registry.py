@@ -18,8 +18,8 @@ __all__ = ["STORES", "kind_of", "open_store", "registered", "store_class"]
 STORES = {
     "qdrant": ("._qdrant", "QdrantStore"),
     "pgvector": ("._pgvector_store", "PgvectorStore"),
-    "chroma": ("._chroma", "ChromaStore"),
-    "lance": ("._lance", "LanceStore"),
+    "chroma": ("._chroma_store", "ChromaStore"),
+    "lance": ("._lance_store", "LanceStore"),
 }
 QDRANT_SCHEMES = ("qdrant:", "qdrants:")
 
