@@ -130,8 +130,9 @@ def _nearest_through_hnsw(conn, table, query):
 
 
 def _tables(conn):
+    """The user's tables (the ledger sklearn-compat keeps in the schema left out)."""
     rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-    return sorted(r[0] for r in rows)
+    return sorted(r[0] for r in rows if r[0] != "sklearn_compat_ledger")
 
 
 def _column_type(conn, table, column="emb"):
