@@ -16,7 +16,7 @@ __all__ = ["STORES", "kind_of", "open_store", "registered", "store_class"]
 # kind -> (module relative to sklearn_compat.io, class name), in the order the kinds are
 # tried by kind_of.
 STORES = {
-    "qdrant": ("._qdrant", "QdrantStore"),
+    "qdrant": ("._qdrant_store", "QdrantStore"),
     "pgvector": ("._pgvector_store", "PgvectorStore"),
     "chroma": ("._chroma_store", "ChromaStore"),
     "lance": ("._lance_store", "LanceStore"),
