@@ -368,8 +368,9 @@ class ChromaMigration:
         finished = finished_at()
         metadata[MIGRATION_KEY] = json.dumps(dict(self.job, finished=finished))
         if self.job.get("action"):  # the new collection's ledger: this migration
-            entry = dict(self.job, rows=n, time=finished)
-            metadata[LEDGER_KEY] = json.dumps([entry], separators=(",", ":"))
+            entries = read_ledger(self.reader.collection.metadata)
+            entries.append(dict(self.job, rows=n, time=finished))
+            metadata[LEDGER_KEY] = json.dumps(entries, separators=(",", ":"))
         self.collection.modify(name=self.name, metadata=_modifiable(metadata))
         return f"wrote the Chroma collection {self.target} ({n} rows)"
 

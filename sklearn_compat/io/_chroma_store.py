@@ -9,6 +9,10 @@ metadata names its parent (``sklearn_compat_parent``), its column and width.  Ro
 written by id with ``upsert`` of the ids ``NAME`` holds only: an id ``NAME`` lacks is
 never added.
 
+Vectors are written as float32 and read back bit for bit in collections of the ``l2`` and
+``ip`` spaces; a ``cosine`` collection (Chroma's own storage) may return a value one unit
+in the last place away.
+
 **The ledger** is the collection metadata key ``sklearn_compat_ledger`` (a JSON list of
 entries) of the collection served as ``NAME``; it travels with the name.
 

@@ -342,8 +342,9 @@ class LanceMigration:
         if not self.replace:
             done = json.dumps(dict(self.job, finished=finished_at()))
             final = {MIGRATION_KEY.decode(): done}
-            if self.job.get("action"):  # the new table's ledger: this migration
-                final[LEDGER_KEY] = _ledger_value([self._entry()])
+            if self.job.get("action"):  # the new table's ledger: the input's, and this
+                entries = read_ledger(self.reader.dataset) + [self._entry()]
+                final[LEDGER_KEY] = _ledger_value(entries)
             staged.replace_schema_metadata(final)  # the owner token goes
             self._swap_in()
             # The new table serves the input's queries: it gets the input's indexes.
