@@ -73,7 +73,7 @@ class database_errors:
         # What to do next (``--resume``...) helps after a lost connection or a conflict
         # with another transaction; a refused privilege or a bad value fails the same way
         # when run again.
-        transient = lost or isinstance(exc, psycopg.errors.TransactionRollbackError)
+        transient = lost or isinstance(exc, psycopg.errors.TransactionRollback)
         if isinstance(exc, psycopg.errors.InsufficientPrivilege):
             tail = (
                 "; the database role lacks that privilege: grant it (or connect as a role "
