@@ -278,3 +278,22 @@ def test_input_and_output_names_follow_one_rule(pair, capsys, name, message):
     assert main([*argv, "--input", f"{uri}::new", "--output", f"{uri}::{quoted}"]) == 0
     with connect() as conn:
         assert name[:63] in _tables(conn)
+
+
+def test_the_output_of_a_mapped_table_inherits_its_ledger(pair, capsys, tmp_path):
+    uri, connect, model = pair
+    transform = ["transform", "--model", model, "--no-progress"]
+    assert main([*transform, "--input", f"{uri}::new", "--replace"]) == 0
+    # Another model maps the migrated table into a new one ...
+    other = str(tmp_path / "other.skops")
+    fit = ["fit", "--method", "affine", "--source", f"{uri}::new", "--target", f"{uri}::old"]
+    assert main([*fit, "--model", other]) == 0
+    assert main(["transform", "--model", other, "--input", f"{uri}::new", "--output",
+                 f"{uri}::further", "--no-progress"]) == 0  # fmt: skip
+    capsys.readouterr()
+    # ... whose vectors the first model already mapped once: refused there too.
+    assert main([*transform, "--input", f"{uri}::further", "--output", f"{uri}::x"]) == 1
+    assert "would apply the map twice" in _one_error(capsys)
+    # Its rollback does not reach for the input's kept vectors: nothing to undo there.
+    assert main(["rollback", "--table", f"{uri}::further"]) == 1
+    assert "no kept vectors" in _one_error(capsys)

@@ -402,6 +402,8 @@ class PgvectorReader(TableReader):
 
     format = "pgvector"
     form = "list"
+    # Rows come in id order: messages name a row by its id, not its position.
+    rows_in_file_order = False
 
     def __init__(self, path, spec, dtype, extra_columns):
         super().__init__(redact_uri(path), spec, dtype, extra_columns)

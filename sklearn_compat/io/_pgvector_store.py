@@ -121,7 +121,9 @@ class PgvectorStore(Store):
                 "its last --replace or cutover (a second rollback redoes it)",
                 path=self.display(),
             )
-        target, redo = rollback_target(self.ledger())
+        # Entries a new table inherited from its input record what was done to the input.
+        own = [e for e in self.ledger() if not e.get("inherited")]
+        target, redo = rollback_target(own)
         if target is not None and target.get("action") == "cutover":
             return uncutover(self, target, redo)
         from ._pgvector_rollback import swap_kept

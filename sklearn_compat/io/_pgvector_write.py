@@ -128,6 +128,7 @@ class PgvectorMigration:
         self.kept = reader.table.sibling(KEPT_SUFFIX)
         self.redo = None  # ids to map again before continuing (a resumed run)
         self.notes = []
+        self.inherited = []  # the input's ledger entries a new table takes over
         _check_unique_ids(reader)
         self.conn = connect(uri, self.path)
         with database_errors(self.path, "cannot prepare the migration", secret=uri):
@@ -395,6 +396,11 @@ class PgvectorMigration:
                 self.conn.commit()
             if not self.replace:  # a new table is the input at the reader's snapshot
                 self._check_staged(None)
+                # The new table inherits the input's ledger: a model that mapped the input
+                # is not applied to its output either.
+                self.inherited = [
+                    dict(e, inherited=self.reader.path) for e in self.reader.ledger()
+                ]
             # The reader's snapshot holds a lock on the input that --replace must take over.
             self.reader.conn.rollback()
             if self.replace:  # no row may come or go between the check and the swap
@@ -510,6 +516,8 @@ class PgvectorMigration:
             )
         )
         conn.execute(sql.SQL("COMMENT ON TABLE {} IS NULL").format(self.target.sql()))
+        for inherited in self.inherited:
+            append_entry(conn, self.target, inherited)
         append_entry(conn, self.target, self.entry)
         rebuilt = ", ".join(f"{i['method']} ({i['opclass']})" for i in reader.indexes)
         indexes = f"; vector index rebuilt: {rebuilt}" if rebuilt else ""
