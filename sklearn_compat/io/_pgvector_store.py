@@ -53,6 +53,9 @@ class PgvectorStore(Store):
 
     kind = "pgvector"
     secret_sources = ("PGPASSWORD", "~/.pgpass")
+    # write_rows leaves a row whose vector and provenance are already those written
+    # untouched: a caller need not read rows back to skip them.
+    write_skips_identical = True
 
     def __init__(self, location):
         super().__init__(location)
