@@ -42,6 +42,7 @@ from ._stores import (
     run_rollback,
     run_store_transform,
 )
+from ._upgrade import run_add_column, run_backfill, run_cutover, run_status
 
 __all__ = [
     "run_fit",
@@ -53,6 +54,9 @@ __all__ = [
     "run_export",
     "run_inspect",
     "run_rollback",
+    "run_backfill",
+    "run_status",
+    "run_cutover",
 ]
 
 # Key of the joined ids in _read_pair's ``extra`` (a tuple: never a column name).
@@ -318,6 +322,11 @@ def _output_layout(reader, model, args, width):
 
 
 def run_transform(args):
+    if args.add_column:
+        model = load_model(args.model, trust=args.trust)
+        _set_device(model, args.device)
+        check_retention(model, args.min_retention, args.model)
+        return run_add_column(args, model, _source_spec(args))
     store = is_store_job(args)
     if not store:
         if not args.output:
