@@ -45,7 +45,7 @@ from ._lance import (
     read_ledger,
 )
 from ._stores import ledger as _ledger
-from ._stores.base import Store, provenance_model
+from ._stores.base import NATIVE, Store, provenance_model
 
 __all__ = ["LanceStore", "LEDGER_KEY"]
 
@@ -298,7 +298,10 @@ class LanceStore(Store):
                 path=self.path,
             )
 
-    def read_rows(self, column, ids):
+    def read_rows(self, column, ids, vectors=True):
+        """See :meth:`Store.read_rows`; ``vectors="native"`` reads the vectors of the rows
+        whose provenance is native only (the others' rows of ``Z`` are NaN): what a
+        backfill compares, at a fraction of the reads."""
         dataset = self._dataset()
         schema = dataset.schema
         id_column = self._ids_column(schema)
@@ -307,14 +310,30 @@ class LanceStore(Store):
         width = schema.field(column).type.list_size
         Z = np.full((len(ids), width), np.nan, dtype=np.float32)
         provenance = np.full(len(ids), None, dtype=object)
-        if known.any():
-            source = column + SOURCE_SUFFIX
-            columns = [column] + ([source] if self._added(schema, column) else [])
-            table = dataset.take(positions[known].astype(np.int64), columns=columns)
-            Z[known] = _as_matrix(table.column(column), width)
-            if len(columns) == 2:
-                provenance[known] = np.asarray(table.column(source).to_pylist(), dtype=object)
+        if not known.any():
+            return known, Z, provenance
+        rows = np.flatnonzero(known)
+        if self._added(schema, column):
+            provenance[rows] = self._take(dataset, positions[rows], column + SOURCE_SUFFIX)
+        if vectors == "native":
+            rows = rows[provenance[rows] == NATIVE]
+        if vectors and len(rows):
+            Z[rows] = _as_matrix(self._take(dataset, positions[rows], column), width)
         return known, Z, provenance
+
+    def _take(self, dataset, positions, column):
+        """Column ``column`` at row ``positions`` (read in row order: Lance reads sorted
+        positions about twice as fast), in the order given; a string column as an object
+        array."""
+        order = np.argsort(positions, kind="stable")
+        taken = dataset.take(positions[order].astype(np.int64), columns=[column]).column(0)
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        import pyarrow as pa
+
+        if pa.types.is_string(taken.type) or pa.types.is_large_string(taken.type):
+            return np.asarray(taken.to_pylist(), dtype=object)[back]
+        return taken.take(pa.array(back))
 
     def write_rows(self, column, ids, Z, provenance):
         import pyarrow as pa
