@@ -241,9 +241,35 @@ def client_for(loc, *, create=False):
             atexit.register(close_local_clients)
         _LOCAL_CLIENTS[key] = client
         return client
-    return qdrant_client.QdrantClient(
-        url=loc.url, api_key=os.environ.get(API_KEY_ENV) or None, timeout=120
+    client = qdrant_client.QdrantClient(
+        url=loc.url,
+        api_key=os.environ.get(API_KEY_ENV) or None,
+        timeout=120,
+        check_compatibility=False,
     )
+    client.sklearn_compat_where = loc.with_collection("").display().rstrip(":")
+    return client
+
+
+def _reach(client, call):
+    """``call()``; a server that cannot be reached or refuses (a wrong API key) is one
+    line naming the server, never the key."""
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - narrowed below by qdrant-client's types
+        from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+        if not isinstance(exc, (ResponseHandlingException, UnexpectedResponse)):
+            raise
+        reason = getattr(exc, "source", None) or exc
+        if isinstance(exc, UnexpectedResponse):
+            reason = f"HTTP {exc.status_code} {exc.reason_phrase}".strip()
+            if exc.status_code in (401, 403):
+                reason += f" (check the API key in {API_KEY_ENV})"
+        raise InputError(
+            f"cannot use the Qdrant server: {reason}",
+            path=getattr(client, "sklearn_compat_where", None),
+        ) from None
 
 
 def close_local_clients():
@@ -270,7 +296,8 @@ def lock_path(loc, name):
 # ------------------------------------------------------------------------- collections
 def aliases(client):
     """``{alias: collection}`` of the storage."""
-    return {a.alias_name: a.collection_name for a in client.get_aliases().aliases}
+    found = _reach(client, client.get_aliases)
+    return {a.alias_name: a.collection_name for a in found.aliases}
 
 
 def collection_names(client):
