@@ -68,8 +68,14 @@ def _dataset(path, version=None):
     return lance.dataset(path, version=version)
 
 
+def _in_id_order(table):
+    """``table``'s rows in the order of ``_ids()`` (the room may move rewritten rows)."""
+    rank = np.array([int(i[3:]) for i in table.column("id").to_pylist()])
+    return table.take(pa.array(np.argsort(rank)))
+
+
 def _column(path, name):
-    table = _dataset(path).to_table(columns=["id", name])
+    table = _in_id_order(_dataset(path).to_table(columns=["id", name]))
     return table.column("id").to_pylist(), table.column(name)
 
 
@@ -120,9 +126,10 @@ def test_lance_add_column_write_rows_bit_for_bit_with_provenance(lance_table):
     assert R[:3].tobytes() == native[rows[:3]].tobytes() and np.isnan(R[3]).all()
     assert P.tolist() == ["native"] * 3 + [None]
     # The same backfill twice changes nothing.
-    before = _dataset(path).to_table(columns=["id", "v2", "v2_source"])
+    before = _in_id_order(_dataset(path).to_table(columns=["id", "v2", "v2_source"]))
     store.write_rows("v2", _ids()[rows], native[rows], "native")
-    assert _dataset(path).to_table(columns=["id", "v2", "v2_source"]).equals(before)
+    after = _in_id_order(_dataset(path).to_table(columns=["id", "v2", "v2_source"]))
+    assert after.equals(before)
     # The old column and its index are untouched and keep covering every row.
     assert _matrix(_column(path, "vector")[1]).tobytes() == old.tobytes()
     stats = _dataset(path).stats.index_stats("vector_idx")
@@ -167,7 +174,7 @@ def test_lance_cutover_is_one_version_and_rollback_is_bit_for_bit(lance_table):
     store.write_rows("v2", _ids()[:5], native[:5], "native")
     store.append_ledger(L.entry("backfill", column="v2", input="export.parquet", rows=5))
     before = _dataset(path)
-    snapshot = before.to_table()
+    snapshot = _in_id_order(before.to_table())
     line = store.cutover("v2")
     assert "undo with: sklearn-compat rollback --table" in line
     after = _dataset(path)
@@ -176,10 +183,10 @@ def test_lance_cutover_is_one_version_and_rollback_is_bit_for_bit(lance_table):
         "id", "text", "vector_sklearn_compat_previous", "vector", "vector_source",
     ]  # fmt: skip
     assert (
-        _matrix(after.to_table(columns=["vector"]).column(0)).tobytes()
+        _matrix(_column(path, "vector")[1]).tobytes()
         == np.r_[native[:5], mapped[5:]].tobytes()
     )
-    kept = after.to_table(columns=["vector_sklearn_compat_previous"]).column(0)
+    kept = _column(path, "vector_sklearn_compat_previous")[1]
     assert _matrix(kept).tobytes() == old.tobytes()
     entries = json.loads(after.schema.metadata[b"sklearn_compat.ledger"])
     assert [e["action"] for e in entries] == ["backfill", "cutover"]
@@ -194,7 +201,7 @@ def test_lance_cutover_is_one_version_and_rollback_is_bit_for_bit(lance_table):
     # Rollback: the same columns, names and bytes as before the cutover.
     store.rollback()
     back = _dataset(path)
-    restored = back.to_table()
+    restored = _in_id_order(back.to_table())
     assert restored.schema.names == snapshot.schema.names
     for name in snapshot.schema.names:
         assert restored.column(name).equals(snapshot.column(name)), name
@@ -205,7 +212,7 @@ def test_lance_cutover_is_one_version_and_rollback_is_bit_for_bit(lance_table):
         "vector_sklearn_compat_previous", "vector", "vector_source"
     ]  # fmt: skip
     store.rollback()
-    assert _dataset(path).to_table().column("v2").equals(snapshot.column("v2"))
+    assert _in_id_order(_dataset(path).to_table()).column("v2").equals(snapshot.column("v2"))
     assert L.rollback_target(store.ledger())[1] is True
 
 
@@ -248,6 +255,45 @@ def test_lance_ledger_survives_dropping_the_kept_versions(lance_table, tmp_path)
     assert [e["action"] for e in open_store(out).ledger()] == ["replace", "transform"]
 
 
+def test_lance_rows_spread_over_fragments_are_rewritten_and_indexes_kept(tmp_path):
+    """A backfill in export order touches every fragment: the room rewrites those rows
+    (cost follows the rows, not the table) and folds them back into the old column's
+    index once a tenth of the rows is outside it; values and provenance as always."""
+    import lance
+
+    old, mapped, native = _data()
+    db = lancedb.connect(tmp_path / "db")
+    half = N // 2
+    table = db.create_table(
+        "items", pa.table({"id": _ids()[:half], "vector": _vectors(old[:half])})
+    )
+    table.add(pa.table({"id": _ids()[half:], "vector": _vectors(old[half:])}))
+    path = str(tmp_path / "db" / "items.lance")
+    lance.dataset(path).create_index("vector", index_type="IVF_FLAT", num_partitions=2)
+    store = open_store(path)
+    store.add_column("v2", D_NEW, like="vector")
+    store.write_rows("v2", _ids(), mapped, MAPPED)  # in table order: patched in place
+    assert len(lance.dataset(path).get_fragments()) == 2
+    rows = np.array([3, half + 7])  # one row in each fragment
+    store.write_rows("v2", _ids()[rows], native[rows], "native")
+    dataset = lance.dataset(path)
+    assert len(dataset.get_fragments()) == 3  # the two rows moved to a new fragment
+    assert dataset.stats.index_stats("vector_idx")["num_unindexed_rows"] == 2
+    more = np.array([1, 2, half + 1, half + 2])
+    store.write_rows("v2", _ids()[more], native[more], "native")
+    assert lance.dataset(path).stats.index_stats("vector_idx")["num_unindexed_rows"] == 0
+    expected = mapped.copy()
+    done = np.r_[rows, more]
+    expected[done] = native[done]
+    got = _in_id_order(lance.dataset(path).to_table())
+    assert _matrix(got.column("v2")).tobytes() == expected.tobytes()
+    assert _matrix(got.column("vector")).tobytes() == old.tobytes()
+    known, R, P = store.read_rows("v2", _ids()[[3, 4]], vectors="native")
+    assert P.tolist() == ["native", MAPPED] and R[0].tobytes() == native[3].tobytes()
+    assert np.isnan(R[1]).all()  # a mapped row's vector is not read when only natives are
+    assert store.column_status("v2")["native"] == len(done)
+
+
 _KILL_SCRIPT = """
 import sys, numpy as np
 from sklearn_compat.io._stores import open_store
@@ -281,7 +327,7 @@ def test_lance_write_rows_killed_then_rerun(tmp_path):
         assert proc.stdout.readline(), "the writer ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-    table = _dataset(path).to_table()
+    table = _in_id_order(_dataset(path).to_table())
     present = np.asarray(table.column("v2").is_valid())
     sources = np.array(table.column("v2_source").to_pylist(), dtype=object)
     assert 6 * 5 <= present.sum() < n

@@ -272,6 +272,40 @@ class LanceStore(Store):
         self._id_cache = (key, index, column.type)
         return index
 
+    def _write_mode(self, dataset, schema, column, positions):
+        """Lance's cheaper way to write the rows at ``positions`` into ``column``:
+        ``rewrite_columns`` (patches the column in the fragments holding the rows: every
+        index keeps covering every row, rows keep their place) when the rows are
+        gathered in few fragments (a column filled in table order), else
+        ``rewrite_rows`` (the matched rows rewritten whole into new fragments; the cost
+        follows the rows written, not the table: a backfill in any order)."""
+        counts = np.array([n for _, n in self._id_cache[0][1]], dtype=np.int64)
+        bounds = np.cumsum(counts)
+        touched = np.unique(np.searchsorted(bounds, positions, side="right"))
+        patched = counts[touched].sum() * (_row_bytes(schema, [column, column + SOURCE_SUFFIX]))
+        rewritten = len(positions) * _row_bytes(schema, schema.names)
+        return "rewrite_columns" if patched <= 2 * rewritten else "rewrite_rows"
+
+    def _keep_indexes_covering(self):
+        """After rows were rewritten into new fragments: fold them into every vector
+        index that no longer covers a tenth of the rows (Lance searches uncovered rows
+        exactly, so results never change; this keeps the old column's index serving)."""
+        dataset = self._dataset()
+        rows = dataset.count_rows()
+        stale = []
+        for index in dataset.list_indices():
+            field = index["fields"][0] if index["fields"] else None
+            if field is None or not _is_vector(dataset.schema.field(field)):
+                continue
+            try:
+                uncovered = dataset.stats.index_stats(index["name"])["num_unindexed_rows"]
+            except Exception:  # noqa: BLE001 - an index Lance cannot describe: left alone
+                continue
+            if uncovered * 10 > rows:
+                stale.append(index["name"])
+        if stale:
+            dataset.optimize.optimize_indices(index_names=stale)
+
     def _lookup(self, dataset, id_column, ids):
         index = self._positions(dataset, id_column)
         ids = np.asarray(ids)
@@ -379,12 +413,10 @@ class LanceStore(Store):
                 column + SOURCE_SUFFIX: sources,
             }
         )
-        (
-            dataset.merge_insert(id_column)
-            .when_matched_update_all()
-            .write_mode("rewrite_columns")
-            .execute(table)
-        )
+        mode = self._write_mode(dataset, schema, column, kept)
+        dataset.merge_insert(id_column).when_matched_update_all().write_mode(mode).execute(table)
+        if mode == "rewrite_rows":
+            self._keep_indexes_covering()
         self._index_when_complete(column)
         return unknown
 
@@ -639,6 +671,25 @@ class LanceStore(Store):
             f"restored {self.path} to version {version} (now version {now}); {what} stay in "
             f"version {current}: {self.undo_line()} brings them back"
         )
+
+
+def _row_bytes(schema, names):
+    """Rough bytes per row of columns ``names`` (a string counts 32)."""
+    import pyarrow as pa
+
+    total = 0
+    for name in names:
+        t = schema.field(name).type
+        if pa.types.is_fixed_size_list(t):
+            total += t.list_size * max(t.value_type.bit_width // 8, 1)
+        elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
+            total += 32
+        else:
+            try:
+                total += max(t.bit_width // 8, 1)
+            except ValueError:
+                total += 16
+    return total
 
 
 def _plain(value):
