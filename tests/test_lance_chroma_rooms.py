@@ -182,10 +182,7 @@ def test_lance_cutover_is_one_version_and_rollback_is_bit_for_bit(lance_table):
     assert after.schema.names == [
         "id", "text", "vector_sklearn_compat_previous", "vector", "vector_source",
     ]  # fmt: skip
-    assert (
-        _matrix(_column(path, "vector")[1]).tobytes()
-        == np.r_[native[:5], mapped[5:]].tobytes()
-    )
+    assert _matrix(_column(path, "vector")[1]).tobytes() == np.r_[native[:5], mapped[5:]].tobytes()
     kept = _column(path, "vector_sklearn_compat_previous")[1]
     assert _matrix(kept).tobytes() == old.tobytes()
     entries = json.loads(after.schema.metadata[b"sklearn_compat.ledger"])
@@ -514,3 +511,38 @@ def test_chroma_migration_ledger_and_map_twice(chroma_collection, tmp_path):
         L.refuse_mapping_twice(open_store(out).ledger(), entry, out)
     # The copied metadata carries no ledger of the input's into another collection.
     assert open_store(location).ledger() == []
+
+
+def test_chroma_replace_in_place_rollback_and_the_kept_collection(chroma_collection, tmp_path):
+    from sklearn_compat.cli import main
+
+    location, client = chroma_collection
+    old, _, _ = _data()
+    target = client.create_collection("target", embedding_function=None)
+    target.add(ids=_ids().tolist(), embeddings=old[:, ::-1].copy())
+    model = str(tmp_path / "m.skops")
+    argv = ["fit", "--method", "procrustes", "--source", location, "--target"]
+    assert main([*argv, f"{tmp_path / 'chroma'}::target", "--model", model]) == 0
+    before = _chroma_rows(client, "items")
+    replace = ["transform", "--model", model, "--input", location, "--replace"]
+    assert main([*replace, "--rows-per-batch", "16"]) == 0
+    names = sorted(c.name for c in client.list_collections())
+    assert names == ["items", "items.embedding_sklearn_compat_previous", "target"]
+    kept = _chroma_rows(client, "items.embedding_sklearn_compat_previous")
+    assert kept[1].tobytes() == before[1].tobytes() and kept[2:] == before[2:]
+    migrated = _chroma_rows(client, "items")
+    assert migrated[0] == before[0] and migrated[3] == before[3]
+    np.testing.assert_allclose(migrated[1], before[1][:, ::-1], atol=1e-5)
+    assert [e["action"] for e in open_store(location).ledger()] == ["replace"]
+    assert main(replace) == 1  # mapped twice: refused by the ledger
+    assert main(["rollback", "--table", location]) == 0
+    back = _chroma_rows(client, "items")
+    assert back[1].tobytes() == before[1].tobytes() and back[2:] == before[2:]
+    assert main(["rollback", "--table", location]) == 0  # redo
+    assert _chroma_rows(client, "items")[1].tobytes() == migrated[1].tobytes()
+    # The kept collection deleted: the ledger still refuses a second mapping, and rollback
+    # says in one line that there is nothing to restore.
+    client.delete_collection("items.embedding_sklearn_compat_previous")
+    assert main(replace) == 1
+    with pytest.raises(ValueError, match="'items.embedding_sklearn_compat_previous' that "):
+        open_store(location).rollback()

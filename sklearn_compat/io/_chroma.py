@@ -239,20 +239,27 @@ class ChromaMigration:
     """Write the mapped rows of a :class:`ChromaReader` into a new collection, resumably
     (the interface of :class:`~sklearn_compat.io._lance.LanceMigration`)."""
 
-    def __init__(self, reader, output, width, job, *, replace=False, resume=False, force=False):
-        if replace:
+    def __init__(self, reader, output, width, job, *, replace=False, resume=False, force=False,
+                 promote=None):  # fmt: skip
+        if replace and promote is None:
             raise InputError(
                 "--replace migrates a LanceDB table in place (it keeps versions); write a "
                 "new Chroma collection with --output",
                 path=reader.path,
             )
+        # ``promote(staged, entry)``: with ``replace``, serves the checked staging under
+        # the input's name (see sklearn_compat.io._chroma_store); returns the log line.
+        self.replace, self.promote = replace, promote
+        output = reader.path if replace else output
         self.reader = reader
         directory, self.name = split_chroma_path(output)
         _check_name(self.name, output)
         self.target = output
         source_dir, source_name = split_chroma_path(reader.path)
-        if self.name == source_name and os.path.realpath(directory) == os.path.realpath(
-            source_dir
+        if (
+            not replace
+            and self.name == source_name
+            and os.path.realpath(directory) == os.path.realpath(source_dir)
         ):
             raise InputError(
                 "is also the input; write the mapped vectors into a new collection",
@@ -262,7 +269,7 @@ class ChromaMigration:
         self.staging = f"{directory}{CHROMA_SEPARATOR}{self.name}{STAGING_SUFFIX}"
         self._staging_name = self.name + STAGING_SUFFIX
         self.job = dict(job, rows=reader.n_rows)
-        if self.name in _names(self.client) and not force:
+        if not replace and self.name in _names(self.client) and not force:
             raise InputError("already exists (pass --force to replace it)", path=output)
         self.batch_limit = self.client.get_max_batch_size()
         self.done = 0
@@ -363,9 +370,13 @@ class ChromaMigration:
                     "the staged collection's ids differ from the input's; delete it and run again",
                     path=self.staging,
                 )
+        finished = finished_at()
+        if self.replace:  # the input stays, kept beside the new one (for rollback)
+            metadata[MIGRATION_KEY] = json.dumps(dict(self.job, finished=finished))
+            self.collection.modify(metadata=_modifiable(metadata))
+            return self.promote(self.collection, dict(self.job, rows=n, time=finished))
         if self.name in _names(self.client):  # --force: the old one goes once the new is whole
             self.client.delete_collection(self.name)
-        finished = finished_at()
         metadata[MIGRATION_KEY] = json.dumps(dict(self.job, finished=finished))
         if self.job.get("action"):  # the new collection's ledger: this migration
             entries = read_ledger(self.reader.collection.metadata)

@@ -59,6 +59,8 @@ PARENT_KEY = PREFIX + "parent"
 COLUMN_KEY = PREFIX + "column"
 WIDTH_KEY = PREFIX + "width"
 PENDING_KEY = PREFIX + "pending"
+# The column under which a rollback of ``--replace`` parks the migrated collection.
+MIGRATED = "embedding_sklearn_compat_migrated"
 # Marks a collection whose records carry their provenance (created by add_column).
 PROVENANCE_KEY = PREFIX + "provenance"
 # Records per get/upsert call (Chroma's own limit may be lower).
@@ -166,9 +168,34 @@ class ChromaStore(Store):
 
     def migration(self, reader, width, column, job, *, replace=False, resume=False,
                   force=False):  # fmt: skip
-        output = reader.path if replace else self.location
-        return ChromaMigration(reader, output, width, job, replace=replace, resume=resume,
-                               force=force)  # fmt: skip
+        promote = self._promote_replace if replace else None
+        kept = self._sibling_name(self.kept_name(EMBEDDING))
+        if replace and self._get(kept) is not None:
+            raise InputError(
+                f"still keeps the collection {kept!r} of an earlier --replace or cutover: "
+                "delete it (client.delete_collection) before replacing again",
+                path=self.location,
+            )
+        return ChromaMigration(reader, self.location, width, job, replace=replace,
+                               resume=resume, force=force, promote=promote)  # fmt: skip
+
+    def _promote_replace(self, staged, entry):
+        """``--replace``: serve the checked staging as ``NAME``, the old collection kept
+        as the column :meth:`kept_name` (its collection ``NAME.<kept>``), the ledger
+        with ``entry`` travelling with the name."""
+        main = self._main()
+        kept = self.kept_name(EMBEDDING)
+        stale = self._get(self._sibling_name(MIGRATED))
+        if stale is not None:  # what an undone earlier --replace parked: no redo reaches it
+            self.client.delete_collection(stale.name)
+        entry = dict(entry, previous=self._sibling_name(kept))
+        entries = read_ledger(main.metadata) + [entry]
+        self._swap(staged, kept, entries)
+        return (
+            f"replaced the vectors of {self.location}: the collection {self.name!r} holds the "
+            f"new vectors, {self._sibling_name(kept)!r} the old ones; undo with: "
+            f"{self.undo_line()}"
+        )
 
     def sink(self, layout, *, force=False):
         return ChromaSink(self.location, layout, force=force)
@@ -417,7 +444,7 @@ class ChromaStore(Store):
         if self._get(kept_name) is not None:
             raise InputError(
                 f"the collection {kept_name!r} already exists; delete it (it holds what an "
-                "earlier cutover kept) before cutting over again",
+                "earlier --replace or cutover kept) before cutting over again",
                 path=self.location,
             )
         ledger = json.dumps(entries, separators=(",", ":"))
@@ -470,15 +497,30 @@ class ChromaStore(Store):
         main = self._main()
         entries = read_ledger(main.metadata)
         target, redo = _ledger.rollback_target(entries)
-        if target is None or target.get("action") != "cutover":
+        if target is None:
             raise InputError(
-                "the ledger records no cutover to undo (a Chroma collection is migrated into "
-                "a new collection with --output: the input stays as it was)",
+                "the ledger records no --replace or cutover to undo (a migration with "
+                "--output leaves its input as it was)",
                 path=self.location,
             )
         entry = _ledger.entry("rollback", column=target.get("column"),
                               undoes=_ledger.undo_reference(target))  # fmt: skip
-        kept = target.get("kept") or self.kept_name(EMBEDDING)
+        kept = self.kept_name(EMBEDDING)
+        if target["action"] == "replace":
+            park, back = (kept, MIGRATED) if redo else (MIGRATED, kept)
+            if self._siblings().get(back) is None:
+                raise InputError(
+                    f"the collection {self._sibling_name(back)!r} that --replace kept is gone "
+                    "(deleted): nothing to restore",
+                    path=self.location,
+                )
+            self._swap(self._sibling(back), park, entries + [entry])
+            what = "the migrated vectors" if redo else "the vectors from before --replace"
+            return (
+                f"{self.location}: serves {what} again ({self._sibling_name(park)!r} holds "
+                f"the others); undo with: {self.undo_line()}"
+            )
+        kept = target.get("kept") or kept
         if redo:  # serve the added column again; the old one kept again
             served, park = self._sibling(target["column"]), kept
         else:  # serve the kept old collection again; the added column back beside it
