@@ -215,6 +215,10 @@ class QdrantStore(Store):
         vectors = dense_vectors(info)
         if column in vectors:
             return physical, (column if is_named(info) else None), None
+        for e in self._cutovers():
+            if e.get("kept") == column and e.get("previous") in collection_names(self.client):
+                kept = self.client.get_collection(e["previous"])
+                return e["previous"], (e["served"] if is_named(kept) else None), None
         raise InputError(
             f"no vector column {column!r} (columns: "
             f"{', '.join(map(repr, self.vector_columns()))})",
@@ -380,9 +384,10 @@ class QdrantStore(Store):
     def column_status(self, column):
         physical, key, added = self._column(column)
         served, _ = self._served()
-        rows = self.client.count(served, exact=True).count
+        rows = self.client.count(served if added else physical, exact=True).count
         width = self.vector_columns()[column]
-        if added is None:
+        cut_over = any(e.get("current") == physical for e in self._cutovers())
+        if added is None and not cut_over:
             mapping = _ledger.last_mapping(self.ledger())
             model = (mapping or {}).get("model") or {}
             if mapping is not None and mapping.get("action") in ("transform", "replace"):

@@ -486,8 +486,10 @@ def rollback_qdrant(location, to_version=None):
 class QdrantSink:
     """A new collection written from ids and vectors (for
     :class:`~sklearn_compat.io.TableWriter`): staged in ``NAME.vK`` and served by the
-    alias ``NAME`` on :meth:`commit`.  Cosine distance; ids must be unsigned integers or
-    UUIDs (Qdrant's point ids)."""
+    alias ``NAME`` on :meth:`commit`.  The ``Dot`` distance, so that the vectors are
+    stored exactly as written (a ``Cosine`` collection stores them normalised; for
+    unit-length embeddings the two rank alike).  Ids must be unsigned integers or UUIDs
+    (Qdrant's point ids)."""
 
     def __init__(self, path, layout, *, force=False):
         models = _models()
@@ -507,7 +509,7 @@ class QdrantSink:
             self.client.create_collection(
                 self.staging,
                 vectors_config=models.VectorParams(
-                    size=int(layout.width), distance=models.Distance.COSINE
+                    size=int(layout.width), distance=models.Distance.DOT
                 ),
                 metadata={STAGING_KEY: self.name, OWNER_KEY: self.lock.token},
             )
