@@ -303,12 +303,17 @@ def write_rows(store, column, ids, Z, provenance):
             copy.set_types([id_type, "bytea", "text"])
             for record in zip(values, vectors, sources, strict=True):
                 copy.write_row(record)
+        # The planner knows the batch's size (a temporary table has no statistics until
+        # analysed) and hashes it in memory, not the table.
+        store.conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(_TEMP)))
+        store.conn.execute("SET LOCAL work_mem = '256MB'")
         # The vectors were sent in their binary form as bytea: the column's type reads them
         # (vector_recv / halfvec_recv) from the same bytes, bit for bit.
-        store.conn.execute(
+        written = store.conn.execute(
             sql.SQL(
                 "UPDATE {t} t SET {c} = s.v, {p} = s.src FROM {s} s WHERE {m} "
-                "AND (t.{c} IS DISTINCT FROM s.v OR t.{p} IS DISTINCT FROM s.src)"
+                "AND (t.{c} IS DISTINCT FROM s.v OR t.{p} IS DISTINCT FROM s.src) "
+                "RETURNING s.id"
             ).format(
                 t=store.table.sql(),
                 c=sql.Identifier(column),
@@ -316,15 +321,17 @@ def write_rows(store, column, ids, Z, provenance):
                 s=sql.Identifier(_TEMP),
                 m=_match(id_col),
             )
-        )
-        unknown = [
-            r[0]
-            for r in store.conn.execute(
-                sql.SQL(
-                    "SELECT s.id FROM {s} s WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {m})"
-                ).format(s=sql.Identifier(_TEMP), t=store.table.sql(), m=_match(id_col))
-            )
-        ]
+        ).rowcount
+        unknown = []
+        if written < n:  # rows already as written, or ids the table does not hold
+            unknown = [
+                r[0]
+                for r in store.conn.execute(
+                    sql.SQL(
+                        "SELECT s.id FROM {s} s WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {m})"
+                    ).format(s=sql.Identifier(_TEMP), t=store.table.sql(), m=_match(id_col))
+                )
+            ]
         store.conn.commit()
     dtype = np.int64 if id_type == "int8" else object
     return np.array(unknown, dtype=dtype)
