@@ -118,6 +118,30 @@ def test_add_column_beside_a_halfvec_takes_the_vector_operator_class(pg):
         )
 
 
+def test_add_column_ivfflat_options_and_a_width_beyond_vector_indexes(pg):
+    uri, connect = pg
+    X = np.random.default_rng(4).normal(size=(N, D_OLD)).astype(np.float32)
+    with connect() as conn:
+        _load(conn, X)
+        conn.execute("CREATE INDEX items_emb_ivf ON items USING ivfflat (emb vector_l2_ops) "
+                     "WITH (lists = 3)")  # fmt: skip
+    s = PgvectorStore(f"{uri}::items")
+    s.add_column("small", D_NEW, like="emb")
+    # hnsw and ivfflat index vector up to 2,000 dimensions, halfvec up to 4,000.
+    line = s.add_column("wide", 2001, like="emb")
+    assert "(halfvec(2001))" in line
+    Z = np.random.default_rng(5).normal(size=(2, 2001)).astype(np.float32)
+    assert s.write_rows("wide", np.array([0, 1]), Z, NATIVE).size == 0
+    known, got, _ = s.read_rows("wide", np.array([0, 1]))
+    np.testing.assert_array_equal(got, Z.astype(np.float16).astype(np.float32))
+    s.close()
+    with connect() as conn:
+        defs = _indexdefs(conn)
+    assert "ivfflat (small) WITH (lists='3')" in defs  # vector_l2_ops, the default
+    assert "ivfflat (wide halfvec_l2_ops) WITH (lists='3')" in defs
+    assert "hnsw (wide halfvec_cosine_ops) WITH (m='8', ef_construction='32')" in defs
+
+
 def test_write_rows_bit_for_bit_with_provenance_never_inserting(store):
     s, connect, X = store
     s.add_column("emb_v2", D_NEW, like="emb")
