@@ -180,6 +180,7 @@ def test_write_rows_bit_for_bit_with_provenance_never_inserting(store):
     with connect() as conn:
         versions = conn.execute("SELECT id, xmin::text FROM items ORDER BY id").fetchall()
     s.write_rows("emb_v2", stray, native, NATIVE)
+    assert s.last_written == 0
     with connect() as conn:
         assert conn.execute("SELECT id, xmin::text FROM items ORDER BY id").fetchall() == versions
     # A wrong width is one line, nothing written.

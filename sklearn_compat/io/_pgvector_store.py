@@ -54,8 +54,10 @@ class PgvectorStore(Store):
     kind = "pgvector"
     secret_sources = ("PGPASSWORD", "~/.pgpass")
     # write_rows leaves a row whose vector and provenance are already those written
-    # untouched: a caller need not read rows back to skip them.
+    # untouched (a caller need not read rows back to skip them); ``last_written`` is the
+    # number of rows the last call did write.
     write_skips_identical = True
+    last_written = 0
 
     def __init__(self, location):
         super().__init__(location)

@@ -293,6 +293,7 @@ def write_rows(store, column, ids, Z, provenance):
             )
         if not n:
             store.conn.commit()
+            store.last_written = 0
             return np.asarray(ids)[:0]
         vectors = vector_bytes(Z.astype(np.float32, copy=False), col.kind)
         _temp_table(store, id_type, f"{col.kind}({Z.shape[1]})")
@@ -322,6 +323,7 @@ def write_rows(store, column, ids, Z, provenance):
                 m=_match(id_col),
             )
         ).rowcount
+        store.last_written = written
         unknown = []
         if written < n:  # rows already as written, or ids the table does not hold
             unknown = [
