@@ -369,3 +369,29 @@ def test_cutover_needs_an_alias_and_every_row(pair):
         store.cutover("v2")
     store.write_rows("v2", np.arange(N), np.ones((N, 3), np.float32), "native")
     assert store.column_status("v2")["native"] == N  # idempotent
+
+
+# ---------------------------------------------------------------------- the docs
+def test_the_vector_stores_page_qdrant_section_runs_as_written(qdir, monkeypatch, capsys):
+    """The page's Qdrant blocks in order: the Python one in its own process (as a user
+    runs it), each ``sklearn-compat`` line through the command line's ``main``."""
+    import re
+    import shlex
+
+    page = (ROOT / "docs" / "user_guide" / "vector_stores.md").read_text(encoding="utf-8")
+    section = page.split("(qdrant)=", 1)[1]
+    blocks = re.findall(r"^```bash\n(.*?)^```", section, re.M | re.S)
+    assert len(blocks) == 2
+    monkeypatch.chdir(qdir)
+    script = blocks[0].split("<<'PY'\n", 1)[1].rsplit("PY\n", 1)[0]
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=qdir, timeout=300)
+    for line in blocks[1].replace("\\\n", " ").splitlines():
+        words = shlex.split(line)
+        assert words[0] == "sklearn-compat"
+        assert main(words[1:]) == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the old vectors are kept in items_2025" in err
+    assert "served from items_2025" in err
+    client = client_for(parse_qdrant(f"qdrant:{qdir / 'qdrant_db'}::items"))
+    aliases = {a.alias_name: a.collection_name for a in client.get_aliases().aliases}
+    assert aliases == {"items": "items_2025", "items_v2": "items_v2.v1"}
