@@ -395,3 +395,23 @@ def test_the_vector_stores_page_qdrant_section_runs_as_written(qdir, monkeypatch
     client = client_for(parse_qdrant(f"qdrant:{qdir / 'qdrant_db'}::items"))
     aliases = {a.alias_name: a.collection_name for a in client.get_aliases().aliases}
     assert aliases == {"items": "items_2025", "items_v2": "items_v2.v1"}
+
+
+def test_rows_by_a_payload_id_field_and_ids_that_are_not_point_ids(pair):
+    qdir, client, _ = pair
+    store = open_store(_loc(qdir, "new"))
+    store.add_column("v2", 3, like="vector")
+    # Ids that cannot be point ids are ids the collection lacks: named, never added.
+    unknown = store.write_rows("v2", np.array(["not-an-id", 4], object), np.ones((2, 3)), "native")
+    assert unknown.tolist() == ["not-an-id"]
+    store.id_column = "sku"  # as --id-column sku sets it
+    Z = np.arange(6, dtype=np.float32).reshape(2, 3)
+    unknown = store.write_rows("v2", np.array(["s7", "nope"], object), Z, "mapped:abc")
+    assert unknown.tolist() == ["nope"]
+    known, got, provenance = store.read_rows("v2", np.array(["s7", "s4", "s5"], object))
+    assert known.tolist() == [True, True, True]
+    np.testing.assert_array_equal(got[:2], [Z[0], np.ones(3)])
+    assert np.isnan(got[2]).all() and provenance.tolist() == ["mapped:abc", "native", None]
+    ids, vectors, _ = next(store.iter_rows(["v2"], 10))
+    assert ids.tolist() == [f"s{i}" for i in range(10)]
+    np.testing.assert_array_equal(vectors["v2"][7], Z[0])

@@ -277,19 +277,50 @@ class QdrantStore(Store):
 
         return aliases(self.client)
 
+    def _id_field(self):
+        """The payload field that holds the table's ids, or None (the point ids)."""
+        return None if self.id_column in (None, "id") else self.id_column
+
     def _point_ids(self, ids):
-        """Qdrant point ids of table ids (an error naming the first that is not one)."""
-        out = []
-        for value in np.asarray(ids, dtype=object).tolist():
-            try:
-                out.append(qdrant_id(value))
-            except ValueError as exc:
-                raise InputError(str(exc), path=self.display()) from None
-        return out
+        """The point id of each table id (None where the collection has none): the id
+        itself when the ids are point ids, else the point whose payload field
+        :attr:`id_column` holds it."""
+        values = np.asarray(ids, dtype=object).tolist()
+        field = self._id_field()
+        if field is None:
+            out = []
+            for value in values:
+                try:
+                    out.append(qdrant_id(value))
+                except ValueError:
+                    out.append(None)  # not a point id at all: an id the table lacks
+            return out
+        from qdrant_client import models
+
+        served, _ = self._served()
+        found = {}
+        for i in range(0, len(values), _PAGE):
+            chunk = [v.item() if hasattr(v, "item") else v for v in values[i : i + _PAGE]]
+            condition = models.FieldCondition(key=field, match=models.MatchAny(any=chunk))
+            offset = None
+            while True:
+                records, offset = self.client.scroll(
+                    served,
+                    scroll_filter=models.Filter(must=[condition]),
+                    limit=_PAGE,
+                    offset=offset,
+                    with_payload=[field],
+                )
+                for r in records:
+                    found.setdefault((r.payload or {}).get(field), r.id)
+                if offset is None:
+                    break
+        return [found.get(v.item() if hasattr(v, "item") else v) for v in values]
 
     def _retrieve(self, physical, ids, *, vectors, payload):
         """``{point id: Record}`` of the ``ids`` collection ``physical`` holds."""
         found = {}
+        ids = [i for i in ids if i is not None]
         for i in range(0, len(ids), _PAGE):
             for record in self.client.retrieve(
                 physical, ids[i : i + _PAGE], with_payload=payload, with_vectors=vectors
@@ -298,8 +329,10 @@ class QdrantStore(Store):
         return found
 
     def read_rows(self, column, ids):
+        return self._read_points(column, self._point_ids(ids))
+
+    def _read_points(self, column, wanted):
         physical, key, added = self._column(column)
-        wanted = self._point_ids(ids)
         served, _ = self._served()
         known_ids = self._retrieve(served, wanted, vectors=False, payload=False)
         width = self.vector_columns()[column]
@@ -311,7 +344,7 @@ class QdrantStore(Store):
             vectors=[key] if key else True,
             payload=[PROVENANCE_FIELD] if added else False,
         )
-        known = np.array([w in known_ids for w in wanted], dtype=bool)
+        known = np.array([w is not None and w in known_ids for w in wanted], dtype=bool)
         for i, w in enumerate(wanted):
             record = rows.get(w)
             if record is None or not known[i]:
@@ -364,16 +397,20 @@ class QdrantStore(Store):
 
     def iter_rows(self, columns, batch_size):
         served, _ = self._served()
+        field = self._id_field()
         offset = None
         while True:
             records, offset = self.client.scroll(
-                served, limit=batch_size, offset=offset, with_payload=False
+                served, limit=batch_size, offset=offset, with_payload=[field] if field else False
             )
             if records:
-                ids = point_ids(r.id for r in records)
+                if field is None:
+                    ids = point_ids(r.id for r in records)
+                else:
+                    ids = np.asarray([(r.payload or {}).get(field) for r in records], object)
                 vectors, provenance = {}, {}
                 for column in columns:
-                    _, Z, prov = self.read_rows(column, ids)
+                    _, Z, prov = self._read_points(column, [r.id for r in records])
                     vectors[column] = Z
                     added = self._added().get(column) is not None
                     provenance[column] = prov if added else np.full(len(ids), None, object)
