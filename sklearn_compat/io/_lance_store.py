@@ -108,6 +108,9 @@ class LanceStore(Store):
     """
 
     kind = "lance"
+    # write_rows leaves rows holding the same bits and provenance alone (a backfill then
+    # needs no read-back); ``last_written``: rows the last call changed.
+    write_skips_identical = True
 
     def __init__(self, location):
         super().__init__(str(location).rstrip("/" + os.sep))
@@ -272,6 +275,19 @@ class LanceStore(Store):
         self._id_cache = (key, index, column.type)
         return index
 
+    def _differing(self, dataset, column, positions, Z, provenance):
+        """Mask of the rows (at ``positions``) whose stored vector or provenance differs
+        from ``Z`` / ``provenance``."""
+        held = self._take(dataset, positions, column + SOURCE_SUFFIX)
+        change = held != provenance
+        agree = np.flatnonzero(~change)
+        if len(agree):
+            width = Z.shape[1]
+            current = _as_matrix(self._take(dataset, positions[agree], column), width)
+            same = (current.view(np.uint32) == Z[agree].view(np.uint32)).all(axis=1)
+            change[agree[~same]] = True
+        return change
+
     def _write_mode(self, dataset, schema, column, positions):
         """Lance's cheaper way to write the rows at ``positions`` into ``column``:
         ``rewrite_columns`` (patches the column in the fragments holding the rows: every
@@ -372,6 +388,7 @@ class LanceStore(Store):
     def write_rows(self, column, ids, Z, provenance):
         import pyarrow as pa
 
+        self.last_written = 0
         dataset = self._dataset()
         schema = dataset.schema
         self._check_added(schema, column)
@@ -402,15 +419,22 @@ class LanceStore(Store):
                 path=self.path,
             )
         if isinstance(provenance, str) or provenance is None:
-            sources = pa.array([provenance] * int(known.sum()), pa.string())
+            wanted = np.full(int(known.sum()), provenance, dtype=object)
         else:
-            sources = pa.array(np.asarray(provenance, dtype=object)[known].tolist(), pa.string())
-        id_values = typed[known]
+            wanted = np.asarray(provenance, dtype=object)[known]
+        Z = np.asarray(Z, dtype=np.float32)[known]
+        # Rows that already hold these bits with this provenance are left alone: only the
+        # provenance strings are read, and the vectors of the rows whose provenance agrees.
+        change = self._differing(dataset, column, kept, Z, wanted)
+        self.last_written = int(change.sum())
+        if not change.any():
+            return unknown
+        kept, Z, wanted = kept[change], Z[change], wanted[change]
         table = pa.table(
             {
-                id_column: pa.array(id_values.tolist(), type=kind),
-                column: _vectors(np.asarray(Z, dtype=np.float32)[known]),
-                column + SOURCE_SUFFIX: sources,
+                id_column: pa.array(typed[known][change].tolist(), type=kind),
+                column: _vectors(Z),
+                column + SOURCE_SUFFIX: pa.array(wanted.tolist(), pa.string()),
             }
         )
         mode = self._write_mode(dataset, schema, column, kept)
