@@ -553,3 +553,53 @@ def test_chroma_replace_in_place_rollback_and_the_kept_collection(chroma_collect
     assert main(replace) == 1
     with pytest.raises(ValueError, match="'items.embedding_sklearn_compat_previous' that "):
         open_store(location).rollback()
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
+def test_lance_backfill_sigterm_then_rerun(tmp_path):
+    """``backfill`` stopped by SIGTERM between batches: one line, exit 143, the rows written
+    so far kept whole; the same command then finishes, bit for bit."""
+    import lance
+
+    n = 3000
+    rng = np.random.default_rng(0)
+    old = rng.normal(size=(n, 4)).astype(np.float32)
+    native = rng.normal(size=(n, 8)).astype(np.float32)
+    ids = np.arange(n, dtype=np.int64)
+    lancedb.connect(tmp_path / "db").create_table(
+        "items", pa.table({"id": ids, "vector": _vectors(old)})
+    )
+    path = str(tmp_path / "db" / "items.lance")
+    store = open_store(path)
+    store.add_column("v2", 8, like="vector")
+    store.write_rows("v2", ids, np.zeros((n, 8), np.float32), MAPPED)
+    order = rng.permutation(n)
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        pa.table({"id": ids[order], "vector": _vectors(native[order])}),
+        str(tmp_path / "native.parquet"),
+    )
+    command = [sys.executable, "-m", "sklearn_compat", "backfill", "--table", path]
+    command += ["--column", "v2", "--vectors", str(tmp_path / "native.parquet")]
+    command += ["--id-column", "id", "--rows-per-batch", "50"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    start = lance.dataset(path).version
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while lance.dataset(path).version < start + 3 and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert proc.poll() is None, "the backfill ended before it could be interrupted"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (143, -signal.SIGTERM), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    status = open_store(path).column_status("v2")
+    assert 0 < status["native"] < n and status["native"] % 50 == 0  # whole batches only
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _matrix(_dataset(path).to_table().sort_by("id").column("v2")).tobytes() == (
+        native.tobytes()
+    )
+    assert open_store(path).column_status("v2")["native"] == n
