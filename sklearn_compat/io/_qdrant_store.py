@@ -34,6 +34,7 @@ from ._qdrant import (
     LEDGER_KEY,
     PROVENANCE_FIELD,
     QdrantReader,
+    _check_name,
     client_for,
     collection_names,
     dense_vectors,
@@ -247,6 +248,7 @@ class QdrantStore(Store):
         elif name in vectors:
             raise InputError(f"column {name!r} is in use", path=self.display())
         sibling = f"{self.name}.{name}"
+        _check_name(sibling, self.display())
         taken = collection_names(self.client)
         if sibling in taken or sibling in (a for a in self._aliases()):
             raise InputError(
