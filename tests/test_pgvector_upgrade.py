@@ -281,3 +281,69 @@ def test_a_writer_killed_with_sigkill_leaves_whole_writes(store):
     assert rows[0] == N and rows[1] == rows[2] and rows[1] >= 15 and rows[1] % 5 == 0
     status = s.column_status("emb_v2")
     assert status["native"] + status["missing"] == N
+
+
+def test_the_upgrade_from_the_command_line(pg, tmp_path, capsys):
+    """transform --add-column, backfill (twice), status --json, cutover, rollback on a
+    Postgres table: the old column serves throughout, values bit for bit."""
+    import json
+
+    from sklearn_compat.cli import main
+
+    uri, connect = pg
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(N, D_OLD)).astype(np.float32)  # the old model's vectors
+    W = rng.normal(size=(D_OLD, D_NEW)).astype(np.float32)
+    Y = (X @ W).astype(np.float32)  # the new model's own
+    with connect() as conn:
+        _load(conn, X)
+        conn.execute(f"CREATE TABLE native (id bigint PRIMARY KEY, emb vector({D_NEW}))")
+        with conn.cursor().copy("COPY native (id, emb) FROM STDIN") as copy:
+            for i in range(N):
+                copy.write_row((i, "[" + ",".join(map(repr, Y[i].tolist())) + "]"))
+        old = _raw(conn, "emb")
+    model = str(tmp_path / "m.skops")
+    fit = ["fit", "--method", "affine", "--source", f"{uri}::items", "--target", f"{uri}::native"]
+    assert main([*fit, "--model", model]) == 0
+    table = f"{uri}::items"
+    add = ["transform", "--model", model, "--input", table, "--add-column", "emb_v2"]
+    assert main([*add, "--no-progress"]) == 0
+    # The native vectors of the first 10 items arrive (a table of their own).
+    with connect() as conn:
+        conn.execute("DELETE FROM native WHERE id >= 10")
+    backfill = ["backfill", "--table", table, "--column", "emb_v2", "--vectors", f"{uri}::native"]
+    assert main([*backfill, "--id-column", "id"]) == 0
+    assert main([*backfill, "--id-column", "id"]) == 0  # again: nothing changes
+    capsys.readouterr()
+    assert main(["status", "--table", table, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    text = json.dumps(report)
+    assert '"native": 10' in text and '"rows": 40' in text, text
+    with connect() as conn:
+        raw = _raw(conn, "emb_v2")
+        assert [raw[i] for i in range(10)] == _binary(Y[:10])  # bit for bit
+        assert _raw(conn, "emb") == old  # the old column untouched, still served
+    assert main(["cutover", "--table", table, "--column", "emb_v2"]) == 0
+    with connect() as conn:
+        assert _raw(conn, "emb") == raw and _raw(conn, "emb_sklearn_compat_previous") == old
+    assert main(["rollback", "--table", table]) == 0
+    with connect() as conn:
+        assert _raw(conn, "emb") == old and _raw(conn, "emb_v2") == raw
+
+
+def test_a_busy_table_is_refused_quickly_not_queued_behind(store, monkeypatch):
+    """A column change waits briefly for its lock (while it waits, every other query of
+    the table queues behind it), then gives up in one line with nothing changed."""
+    import sklearn_compat.io._pgvector_upgrade as upgrade
+
+    s, connect, _ = store
+    monkeypatch.setattr(upgrade, "LOCK_TIMEOUT", "200ms")
+    with connect() as other:
+        other.execute("BEGIN")
+        other.execute("SELECT count(*) FROM items")  # a long transaction that read it
+        with pytest.raises(InputError, match="another session holds the table"):
+            s.add_column("emb_v2", D_NEW, like="emb")
+        other.execute("ROLLBACK")
+    assert set(s.vector_columns()) == {"emb"}
+    s.add_column("emb_v2", D_NEW, like="emb")
+    assert set(s.vector_columns()) == {"emb", "emb_v2"}

@@ -74,7 +74,12 @@ class database_errors:
         # with another transaction; a refused privilege or a bad value fails the same way
         # when run again.
         transient = lost or isinstance(exc, psycopg.errors.TransactionRollback)
-        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            tail = (
+                "; another session holds the table (a long transaction or query: see "
+                "pg_stat_activity); nothing changed, run again when it ends"
+            )
+        elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
             tail = (
                 "; the database role lacks that privilege: grant it (or connect as a role "
                 "that has it), then run again"

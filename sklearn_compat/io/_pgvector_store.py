@@ -18,6 +18,8 @@ The password of a location never reaches a message: :meth:`display` masks it and
 :meth:`undo_line` leaves it out (libpq reads it from ``PGPASSWORD`` or ``~/.pgpass``).
 """
 
+from contextlib import contextmanager
+
 from ._common import InputError
 from ._pgvector import TableName, connect, database_errors, split_pg_path
 from ._stores.base import Store
@@ -64,6 +66,7 @@ class PgvectorStore(Store):
         self.uri, self.table = split_pg_path(self.location)
         self.id_column = None
         self._conn = None
+        self._readers = []
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -73,8 +76,21 @@ class PgvectorStore(Store):
             self._conn = connect(self.uri, self.display())
         return self._conn
 
+    @contextmanager
     def errors(self, what, then=""):
-        return database_errors(self.display(), what, then, secret=self.uri)
+        """Driver errors inside the block become one-line InputErrors (``what`` first);
+        the connection's transaction is rolled back on any error, so the store stays
+        usable."""
+        try:
+            with database_errors(self.display(), what, then, secret=self.uri):
+                yield
+        except BaseException:
+            if self._conn is not None and not self._conn.closed:
+                try:
+                    self._conn.rollback()
+                except Exception:  # noqa: BLE001 - the connection may be gone
+                    pass
+            raise
 
     def close(self):
         if self._conn is not None and not self._conn.closed:
@@ -99,7 +115,17 @@ class PgvectorStore(Store):
         from ._common import ColumnSpec
         from ._pgvector import PgvectorReader
 
-        return PgvectorReader(self.location, spec or ColumnSpec(), dtype, extra_columns)
+        reader = PgvectorReader(self.location, spec or ColumnSpec(), dtype, extra_columns)
+        self._readers.append(reader)
+        return reader
+
+    def let_readers_go(self):
+        """End the snapshots of this store's open readers (their next batch starts a new
+        one): a change of the table's columns waits for every transaction that read it,
+        this process's own readers included."""
+        for reader in self._readers:
+            if not reader.conn.closed:
+                reader.conn.rollback()
 
     # ------------------------------------------------------------------ migrations
     def migration(self, reader, width, column, job, *, replace=False, resume=False,

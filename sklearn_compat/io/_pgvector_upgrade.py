@@ -164,12 +164,23 @@ def _index_name(store, name, method):
     return TableName(None, store.table.name).sibling(f"_{name}_{method}_idx").name
 
 
+# How long a change of the table's columns waits for its lock: it queues every other
+# query of the table behind it while it waits, so it gives up early instead.
+LOCK_TIMEOUT = "5s"
+
+
+def _wait_briefly(store):
+    store.conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+
+
 def add_column(store, name, width, like):
     """See :meth:`PgvectorStore.add_column`."""
     sql = _sql()
     _check_name(store, name)
     width = int(width)
+    store.let_readers_go()
     with store.errors("cannot add the column; nothing changed"):
+        _wait_briefly(store)
         old, columns = _vector_column(store, like)
         indexes = vector_indexes(store.conn, store._oid(), like)
         ann = [i for i in indexes if i["method"] in _INDEX_MAX_WIDTH]
@@ -550,6 +561,7 @@ def cutover(store, column):
 
     sql = _sql()
     entries = store.ledger()
+    store.let_readers_go()
     with store.errors("cannot cut over; nothing changed"):
         new, columns = _vector_column(store, column)
         served = _beside(store, column, entries)
@@ -588,6 +600,7 @@ def cutover(store, column):
                     store.table.sql(), sql.Identifier(column)
                 )
             ).fetchone()[0]
+        _wait_briefly(store)
         store.conn.execute(
             sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(store.table.sql())
         )
@@ -634,6 +647,7 @@ def uncutover(store, cut, redo):
 
     sql = _sql()
     served, kept, column = cut.get("served"), cut.get("kept"), cut.get("column")
+    store.let_readers_go()
     try:
         with store.errors("cannot roll back; nothing changed"):
             columns = {c.name: c for c in _columns(store)}
@@ -655,6 +669,7 @@ def uncutover(store, cut, redo):
                     f"({', '.join(readers)}); drop them, roll back, and create them again",
                     path=store.display(),
                 )
+            _wait_briefly(store)
             store.conn.execute(
                 sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(store.table.sql())
             )
