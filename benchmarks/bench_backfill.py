@@ -334,6 +334,8 @@ def _has_ledger(conn):
 
 
 def report(args, what, floor_name, ours, floor, idle, same):
+    """Print the figures; returns ``(row, floor_name)``: the store's row of the results
+    table (store, ours, floor, ratio, peak memory of each)."""
     best_ours, best_floor = min(t for t, _ in ours), min(t for t, _ in floor)
     peak_ours = max(m for _, m in ours) - idle
     peak_floor = max(m for _, m in floor) - idle
@@ -343,40 +345,49 @@ def report(args, what, floor_name, ours, floor, idle, same):
           f"best of {args.rounds}")  # fmt: skip
     print(f"{'':34}{'seconds':>10}{'peak MiB beyond imports':>26}")
     print(f"{'sklearn-compat backfill':34}{best_ours:10.2f}{peak_ours:26.0f}")
-    print(f"{'floor':34}{best_floor:10.2f}{peak_floor:26.0f}")
+    print(f"{'floor: ' + floor_name[:27]:34}{best_floor:10.2f}{peak_floor:26.0f}")
     print(f"ratio against the floor measured in this run: {ratio:.2f}")
     if same is not None:
         print(f"same vectors written as the floor: {same}")
-    rows = [
-        [f"`sklearn-compat backfill` into the {what}'s added column", f"{best_ours:.2f}",
-         f"{peak_ours:.0f}"],
-        [f"floor: {floor_name}", f"{best_floor:.2f}", f"{peak_floor:.0f}"],
-        ["ratio", f"{ratio:.2f}x",
-         f"under 300 MB: {'yes' if peak_ours * 2**20 < 300e6 else 'no'}"],
-    ]  # fmt: skip
-    return rows
+    row = [f"{what}, {args.rows:,} x {args.dim}", f"{best_ours:.2f}", f"{best_floor:.2f}",
+           f"{ratio:.2f}x", f"{peak_ours:.0f} / {peak_floor:.0f}"]  # fmt: skip
+    return row, floor_name
 
 
-def write_results(args, rows):
-    """The figures as ``benchmarks/results/backfill[_pgvector].json``."""
-    what = {"lance": "a LanceDB table", "pgvector": "a Postgres (pgvector) table"}[args.store]
-    name = "backfill" if args.store == "lance" else "backfill_pgvector"
-    if args.store == "pgvector" and args.json == str(_common.RESULTS_DIR / "backfill.json"):
-        args.json = str(_common.RESULTS_DIR / f"{name}.json")
-    notes = (
-        f"{args.rows:,} x {args.dim} float32 native vectors (a Parquet export, ids shuffled) "
-        f"written by id into the added column of {what} holding the same number of rows "
-        "(int64 id, text, old and added vector columns); each run in a fresh process on a "
-        f"fresh copy, alternating, best of {args.rounds}. Memory is peak resident memory "
-        "beyond a process that only does the same imports."
+COLUMNS = ["", "backfill s", "floor s", "ratio", "peak MiB beyond imports (ours / floor)"]
+
+
+def write_results(args, result):
+    """The figures as a row of ``benchmarks/results/backfill.json``: one table for every
+    store, a run of one store replacing that store's row (and its note)."""
+    import json
+
+    row, floor_name = result
+    what = {"lance": "LanceDB table", "pgvector": "Postgres table"}[args.store]
+    path = Path(args.json)
+    rows, notes = [], {}
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        rows = [r for r in old["tables"][0]["rows"] if not r[0].startswith(what)]
+        notes = old.get("store_notes", {})
+    notes[what] = " ".join(filter(None, [f"{what}: floor {floor_name}.", args.notes]))
+    rows.append(row)
+    common = (
+        f"Native vectors (a Parquet export, ids shuffled) written by id into the added column "
+        "of a table holding the same rows (int64 id, text, old and added vector columns); "
+        f"each run in a fresh process on a fresh copy, alternating, best of {args.rounds}; "
+        "memory is peak resident memory beyond a process that only does the same imports."
     )
     _common.write_results(
         args,
-        name,
-        f"Vector stores: `backfill` of {what}'s added column",
-        [_common.table("", ["", "seconds", "peak MiB beyond imports"], rows)],
-        notes=" ".join(filter(None, [notes, args.notes])),
+        "backfill",
+        "Vector stores: `backfill` into an added column",
+        [_common.table("", COLUMNS, sorted(rows))],
+        notes=" ".join([common, *[notes[k] for k in sorted(notes)]]),
     )
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record["store_notes"] = notes
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
 def main(argv=None):

@@ -45,6 +45,7 @@ ORDER = [
     "cli_transform",
     "store_transform",
     "store_transform_pgvector",
+    "backfill",
     "retraining",
     "mixed_models",
     "unpaired",
