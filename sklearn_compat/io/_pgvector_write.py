@@ -129,6 +129,7 @@ class PgvectorMigration:
         self.redo = None  # ids to map again before continuing (a resumed run)
         self.notes = []
         self.inherited = []  # the input's ledger entries a new table takes over
+        self.drop_kept = False  # the kept table holds a rolled-back migration's vectors
         _check_unique_ids(reader)
         self.conn = connect(uri, self.path)
         with database_errors(self.path, "cannot prepare the migration", secret=uri):
@@ -159,7 +160,7 @@ class PgvectorMigration:
     def _check_target(self):
         conn = self.conn
         if self.replace:
-            if table_exists(conn, self.kept):
+            if table_exists(conn, self.kept) and not self._kept_was_undone():
                 raise InputError(
                     f"the vectors of an earlier --replace are kept in {self.kept}; restore "
                     f"them with 'sklearn-compat rollback --table', or DROP TABLE {self.kept} "
@@ -185,6 +186,18 @@ class PgvectorMigration:
             ).fetchone()
             if not found:
                 raise InputError(f"no schema {self.target.schema!r}", path=self.path)
+
+    def _kept_was_undone(self):
+        """Whether the kept table holds the vectors of a ``--replace`` that was rolled back
+        (the ledger says so): this migration then takes its place (the undone one could
+        only have been redone)."""
+        from ._pgvector_ledger import read_entries
+        from ._stores.ledger import rollback_target
+
+        own = [e for e in read_entries(self.conn, self.target) if not e.get("inherited")]
+        target, redo = rollback_target(own)
+        self.drop_kept = bool(target and target.get("action") == "replace" and redo)
+        return self.drop_kept
 
     def _staged_rows(self, resume):
         """``(rows, last id)`` already in the staging table (``(0, None)`` afresh)."""
@@ -530,6 +543,8 @@ class PgvectorMigration:
         now = table_columns(conn, table_oid(conn, table, self.path))
         vector = next(c for c in now if c.name == column)
         indexes = vector_indexes(conn, table_oid(conn, table, self.path), column)
+        if self.drop_kept and table_exists(conn, self.kept):  # an undone migration's vectors
+            conn.execute(sql.SQL("DROP TABLE {}").format(self.kept.sql()))
         conn.execute(
             sql.SQL("CREATE TABLE {} AS SELECT {}, {} FROM {}").format(
                 self.kept.sql(), key, ident, table.sql()
