@@ -460,6 +460,7 @@ def test_vector_stores_page_pgvector_section_runs_as_written(pg, tmp_path):
     if not (bin_dir / "sklearn-compat").exists():
         pytest.skip(f"no sklearn-compat script beside {sys.executable}")
     section = VECTOR_STORES_PAGE.read_text(encoding="utf-8").split("(pgvector)=", 1)[1]
+    section = re.split(r"^\(\w+\)=$", section, maxsplit=1, flags=re.M)[0]  # to the next one
     blocks = re.findall(r"^```bash\n(.*?)^```", section, re.M | re.S)
     assert len(blocks) == 2
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", DB=uri)
