@@ -379,6 +379,7 @@ def read_rows(store, column, ids):
             copy.set_types([id_type])
             for value in values:
                 copy.write_row((value,))
+        store.conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(_TEMP)))
         with store.conn.cursor(binary=True) as cursor:
             cursor.execute(
                 sql.SQL(

@@ -227,6 +227,20 @@ class PgvectorMigration:
                 f"differ); DROP TABLE {self.staging} to start over",
                 path=self.path,
             )
+        # A staging an earlier version wrote has no row versions: its rows count as
+        # changed (NULL), so they are mapped again.
+        versioned = conn.execute(
+            "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = %s "
+            "AND NOT attisdropped",
+            [str(self.staging), VERSION_COLUMN],
+        ).fetchone()
+        if not versioned:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD COLUMN {} int8").format(
+                    self.staging.sql(), sql.Identifier(VERSION_COLUMN)
+                )
+            )
+            conn.commit()
         if done:
             done, last = self._changed_since_staged(int(done), last)
         return int(done), last
