@@ -82,6 +82,11 @@ def test_a_table_migrated_in_place_is_not_mapped_again(pair, capsys):
         assert _tables(conn) == ["new", "old"]
         entries = conn.execute("SELECT entry->>'action' FROM sklearn_compat_ledger").fetchall()
         assert [e[0] for e in entries] == ["replace"]
+    # evaluate on the mapped table says what it holds.
+    capsys.readouterr()
+    pair = ["--source", f"{uri}::new", "--target", f"{uri}::old"]
+    assert main(["evaluate", "--model", model, *pair]) == 0
+    assert "holds the output of the model" in capsys.readouterr().err
     # --force maps it again on purpose.
     assert main([*transform, "--replace", "--force", "--no-progress"]) == 0
 
