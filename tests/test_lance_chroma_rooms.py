@@ -402,7 +402,9 @@ def test_chroma_sibling_column_write_rows_and_status(chroma_collection):
         store.write_rows("v2", _ids()[:2], mapped[:2, :3], "native")
     rows = np.arange(0, N, 4)
     store.write_rows("v2", _ids()[rows], native[rows], "native")
+    assert store.last_written == len(rows)
     store.write_rows("v2", _ids()[rows], native[rows], "native")  # idempotent
+    assert store.last_written == 0
     expected = mapped.copy()
     expected[rows] = native[rows]
     ids, Z, metadatas, documents = _chroma_rows(client, "items.v2")

@@ -78,6 +78,9 @@ class ChromaStore(Store):
 
     kind = "chroma"
     one_vector_per_record = True
+    # write_rows leaves records holding the same bits and provenance alone (a backfill
+    # then needs no read-back); ``last_written``: records the last call changed.
+    write_skips_identical = True
 
     def __init__(self, location):
         super().__init__(location)
@@ -315,6 +318,7 @@ class ChromaStore(Store):
         return bool((collection.metadata or {}).get(PROVENANCE_KEY))
 
     def write_rows(self, column, ids, Z, provenance):
+        self.last_written = 0
         if column == EMBEDDING:
             raise InputError(
                 f"{EMBEDDING!r} is the collection's own vector: rows are written into an "
@@ -350,6 +354,12 @@ class ChromaStore(Store):
             sources = list(np.asarray(provenance, dtype=object))
         rows = np.flatnonzero(known)
         Z = np.asarray(Z, dtype=np.float32)
+        # Rows already holding these bits with this provenance are left alone.
+        held = self._main_records(sibling, [ids[r] for r in rows], ["embeddings", "metadatas"])
+        rows = np.array(
+            [r for r in rows if not _holds(held.get(ids[r]), Z[r], sources[r])], dtype=np.int64
+        )
+        self.last_written = len(rows)
         limit = min(_PAGE, self.client.get_max_batch_size())
         for start in range(0, len(rows), limit):
             part = rows[start : start + limit]
@@ -534,3 +544,14 @@ class ChromaStore(Store):
 
     def close(self):
         self._client = None
+
+
+def _holds(record, z, provenance):
+    """Whether a sibling record (``(document, metadata, embedding)`` or None) holds the
+    vector ``z`` bit for bit with ``provenance``."""
+    if record is None or record[2] is None:
+        return False
+    if (record[1] or {}).get(SOURCE_KEY) != provenance:
+        return False
+    held = np.asarray(record[2], dtype=np.float32)
+    return held.shape == z.shape and bool((held.view(np.uint32) == z.view(np.uint32)).all())
