@@ -8,7 +8,7 @@ makes ~25 ms a point), it writes a ``--rows`` x ``--dim`` float32 collection ``i
 each in a fresh process and alternating ``--rounds`` times:
 
 - ours: ``sklearn-compat transform --input qdrant:DIR::items --output qdrant:DIR::mapped``
-  (staged in ``mapped.v1``, resumable, every id checked, then the alias ``mapped``);
+  (staged in ``mapped.v1``, resumable, the count checked, then the alias ``mapped``);
 - the floor: qdrant-client's own scroll of ``items`` in batches of the same size (vectors
   and payloads), one ``X @ W + b`` per batch and one ``upsert`` of a ``models.Batch``
   into a new collection with the same vector settings (no resume, no checks, no alias).
@@ -236,7 +236,7 @@ def report(args, ours, floor, idle):
     print(f"ratio (target <= 1.5): {ratio:.2f}")
     return [
         ["`sklearn-compat transform --input qdrant:DIR::items --output qdrant:DIR::mapped` "
-         "(staged in mapped.v1, ids checked, then the alias)", f"{best_ours:.2f}",
+         "(staged in mapped.v1, count checked, then the alias)", f"{best_ours:.2f}",
          f"{peak_ours:.0f}"],
         ["floor: qdrant-client's scroll + one `X @ W + b` + one `upsert` per batch",
          f"{best_floor:.2f}", f"{peak_floor:.0f}"],

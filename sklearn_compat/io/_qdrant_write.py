@@ -6,7 +6,7 @@ settings (distance, HNSW, quantization, sharding, payload indexes) onto a new on
 A migration stages the mapped points in a new collection ``NAME.vK`` whose metadata names
 the output it is for (:data:`~._qdrant.STAGING_KEY`), the job and the owner run; an
 interrupted run is finished with ``--resume`` (the staging holds a prefix of the input in
-point id order: the rest is scrolled from there).  The finishing step checks every id,
+point id order: the rest is scrolled from there).  The finishing step checks the count,
 writes the ledger into the staging's metadata and then points the alias ``NAME`` at it in
 one alias operation.
 """
@@ -46,7 +46,7 @@ __all__ = [
 
 JOB_KEY = "sklearn_compat_job"
 # Points per page when two collections' ids are compared.
-_ID_PAGE = 1 << 14
+_ID_PAGE = 1 << 16
 
 
 def now():
@@ -362,14 +362,15 @@ class QdrantMigration:
         metadata = metadata_of(staged)
         self.lock.check(metadata.get(OWNER_KEY), self.staging)
         n = self.client.count(self.staged_name, exact=True).count
-        if n != self.reader.n_rows:
+        # Every staged point was upserted by this migration (the lock and the owner token)
+        # with an id scrolled from the input, and a prefix adopted on --resume was checked
+        # id by id (_skip); input ids are unique.  So the staging holds every input id
+        # exactly when it holds as many points as the input and as were written.  (A scan
+        # of both collections' ids would cost local mode a sort of every id per page.)
+        if n != self.reader.n_rows or n != self.done:
             raise InputError(
-                f"the staged collection has {n} points, the input {self.reader.n_rows}",
-                path=self.staging,
-            )
-        if not self._same_ids(n):
-            raise InputError(
-                "the staged collection's ids differ from the input's; delete it and run again",
+                f"the staged collection has {n} points, the input {self.reader.n_rows}, this "
+                f"migration wrote {self.done} (did the input change?); delete it and run again",
                 path=self.staging,
             )
         entry = dict(self.job, rows=n, time=now(), alias=self.name, current=self.staged_name)
@@ -407,21 +408,6 @@ class QdrantMigration:
             f"wrote the Qdrant collection {self.target} ({n} points, collection "
             f"{self.staged_name} served by the alias {self.name}){kept}"
         )
-
-    def _same_ids(self, n):
-        """Whether the staging holds the input's point ids, in the same order."""
-        offset_a = offset_b = None
-        while True:
-            mine, offset_a = self.client.scroll(
-                self.staged_name, limit=_ID_PAGE, offset=offset_a, with_payload=False
-            )
-            theirs, offset_b = self.reader.client.scroll(
-                self.reader.loc.collection, limit=_ID_PAGE, offset=offset_b, with_payload=False
-            )
-            if [p.id for p in mine] != [p.id for p in theirs]:
-                return False
-            if offset_a is None or offset_b is None:
-                return offset_a is None and offset_b is None
 
 
 def rollback_qdrant(location, to_version=None):
