@@ -318,7 +318,9 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_table(tables, tmp_
         argv = ["transform", "--model", str(tmp_path / "m.skops"), "--input", f"{uri}::new"]
         capsys.readouterr()
         assert main([*argv, "--output", f"{uri}::mapped"]) == 1
-        assert "another sklearn-compat run is writing this table now" in _one_error(capsys)
+        line = _one_error(capsys)
+        assert "another sklearn-compat run is writing this table now" in line
+        assert f"server process {conn.info.backend_pid}" in line  # who holds it
     assert main([*argv, "--output", f"{uri}::mapped"]) == 0  # the lock went with its session
 
 
