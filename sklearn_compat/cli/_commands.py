@@ -42,7 +42,7 @@ from ._stores import (
     run_rollback,
     run_store_transform,
 )
-from ._upgrade import run_add_column, run_backfill, run_cutover, run_status
+from ._upgrade import run_add_column, run_backfill, run_cutover, run_status, warn_if_mapped
 
 __all__ = [
     "run_fit",
@@ -400,6 +400,7 @@ def run_evaluate(args):
     model = load_model(args.model, trust=args.trust)
     _set_device(model, args.device)
     labels_col = (args.labels_column,) if args.labels_column else ()
+    warn_if_mapped(args.source, model, args.model)
     X, Y, src, tgt, report, extra = _read_pair(args, labels_col)
     _log(report.summary())
     expected = _model_width(model, args.model)

@@ -10,9 +10,9 @@ import sys
 
 from ..io._common import ColumnSpec, InputError
 from ._mapping import check_width, model_input, model_width, source_columns
-from ._stores import _dtype, _stop_between_batches, _store_kind, measure_retention
+from ._stores import _dtype, _stop_between_batches, _store_kind
 
-__all__ = ["run_add_column", "run_backfill", "run_cutover", "run_status"]
+__all__ = ["run_add_column", "run_backfill", "run_cutover", "run_status", "warn_if_mapped"]
 
 
 def _log(message):
@@ -46,6 +46,30 @@ def _open(location, what="--table"):
     return open_store(location)
 
 
+def warn_if_mapped(location, model, model_path):
+    """Warn when the store ``location`` (``evaluate``'s source) holds the output of
+    ``model`` by its ledger: its vectors are in the target space already, and the
+    figures would measure the map applied twice."""
+    from ..io._stores import ledger, open_store
+
+    if _store_kind(location) is None:
+        return
+    store = open_store(location)
+    try:
+        done = ledger.last_mapping(store.ledger())
+    finally:
+        store.close()
+    if done is None or not ledger.same_model(done.get("model"), ledger.model_entry(model,
+                                                                                   model_path)):
+        return
+    _log(
+        f"sklearn-compat: warning: {store.display()} holds the output of the model "
+        f"{model_path} since {done.get('time') or 'an earlier run'} (ledger: {done['action']}); "
+        "its vectors are in the target space already: evaluate the model on the table it "
+        "was mapped from"
+    )
+
+
 def run_add_column(args, model, spec):
     """``transform --input STORE --add-column NAME``: the mapped vectors beside the old."""
     import numpy as np
@@ -64,10 +88,11 @@ def run_add_column(args, model, spec):
         width = int(model.transform(model_input(np.zeros((1, expected)), *columns)).shape[1])
         with _stop_between_batches() as stop:
             upgrade.add_column(
-                store, reader, args.add_column, width,
+                store, lambda: store.reader(spec, _dtype(args.dtype)), args.add_column, width,
                 _mapper(model, columns, store.display()),
                 ledger.model_entry(model, args.model),
                 batch_size=args.rows_per_batch, force=args.force, stop=stop, log=_log,
+                checked=reader,
             )  # fmt: skip
     except KeyboardInterrupt as exc:
         exc.outcome = (
@@ -80,8 +105,17 @@ def run_add_column(args, model, spec):
 
 
 def _measure(device):
+    """Held-out retention for the refit's comparison: top-1 agreement (the finest figure
+    a few native pairs kept aside can tell apart; a top-10 figure on ten pairs is 1)."""
+    from ..metrics import compatibility_report
+
     def measure(model, X, Y):
-        return measure_retention(model, X, Y, None, device)
+        report = compatibility_report(
+            model, X, Y, k=(1,), n_bootstrap=200, random_state=0, device=device or "auto"
+        )
+        figure, low, high = (float(v) for v in report.retention["bridge"][report.primary])
+        return {"metric": report.primary, "retention": figure, "interval": [low, high],
+                "n_pairs": int(len(Y))}  # fmt: skip
 
     return measure
 

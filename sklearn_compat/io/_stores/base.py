@@ -114,6 +114,11 @@ class Store(abc.ABC):
 
     kind = None
     id_column = None
+    # Optional: a room whose write_rows leaves rows that already hold the given bits and
+    # provenance untouched sets this, and ``last_written`` (rows the last call changed);
+    # backfill then skips its read-back of the rows.
+    write_skips_identical = False
+    last_written = 0
     one_vector_per_record = False
     # Environment variables and files a secret of this store's locations can come from
     # instead (named in undo lines), e.g. ("PGPASSWORD", "~/.pgpass").

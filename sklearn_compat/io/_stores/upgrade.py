@@ -48,10 +48,21 @@ def _is(prov, value):
 
 
 # ---------------------------------------------------------------------- add column
-def add_column(store, reader, column, width, mapper, model, *, batch_size, force=False,
-               stop=_never, log=print):  # fmt: skip
-    """Write the mapped vectors of ``reader``'s rows (the store's old column) into the
-    new vector column ``column`` of ``width`` values, by id; returns the rows written.
+def _close(reader):
+    close = getattr(reader, "close", None)
+    if close is not None:
+        close()
+
+
+def add_column(store, open_reader, column, width, mapper, model, *, batch_size, force=False,
+               stop=_never, log=print, checked=None):  # fmt: skip
+    """Write the mapped vectors of the store's rows (its old column, read by the reader
+    ``open_reader()`` returns) into the new vector column ``column`` of ``width`` values,
+    by id; returns the rows written.
+
+    The column is added while no reader of the table is open (a reader's snapshot would
+    block a database's ``ALTER TABLE``): ``checked``, a reader the caller opened to check
+    the layout, is closed first, and the rows are read by a new one.
 
     Rows already native (backfilled) are never overwritten, rows already mapped by this
     model are skipped (a rerun finishes an interrupted run), and a column another model
@@ -59,7 +70,10 @@ def add_column(store, reader, column, width, mapper, model, *, batch_size, force
     ``model`` is :func:`.ledger.model_entry` of the model.
     """
     where = store.display()
+    reader = checked if checked is not None else open_reader()
     like = reader.list_column
+    id_column = reader.id_column
+    _close(reader)
     if like is None:
         raise InputError("--add-column needs a table whose embedding is one vector column",
                          path=where)  # fmt: skip
@@ -81,19 +95,23 @@ def add_column(store, reader, column, width, mapper, model, *, batch_size, force
     log(store.add_column(column, width, like))
     own = mapped_by(model["id"])
     written = kept = 0
-    for batch in reader.iter_batches(batch_size):
-        known, _, prov = store.read_rows(column, batch.ids)
-        native = _is(prov, NATIVE)
-        todo = known & ~native & ~_is(prov, own)
-        kept += int(native.sum())
-        if todo.any():
-            Z = np.asarray(mapper(batch.X[todo]), dtype=np.float32)
-            store.write_rows(column, batch.ids[todo], Z, own)
-            written += int(todo.sum())
-        stop()
+    reader = open_reader()
+    try:
+        for batch in reader.iter_batches(batch_size):
+            known, _, prov = store.read_rows(column, batch.ids)
+            native = _is(prov, NATIVE)
+            todo = known & ~native & ~_is(prov, own)
+            kept += int(native.sum())
+            if todo.any():
+                Z = np.asarray(mapper(batch.X[todo]), dtype=np.float32)
+                store.write_rows(column, batch.ids[todo], Z, own)
+                written += int(todo.sum())
+            stop()
+    finally:
+        _close(reader)
     store.append_ledger(
         _ledger.entry("add_column", column=column, model=model, input=where, like=like,
-                      width=int(width), id_column=reader.id_column, rows=written)  # fmt: skip
+                      width=int(width), id_column=id_column, rows=written)  # fmt: skip
     )
     native = f"; {kept} rows already native kept" if kept else ""
     log(f"{where}: mapped {written} rows into column {column!r}{native}")
@@ -150,6 +168,15 @@ def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
         ids = np.asarray(batch.ids)
         _refuse_duplicates(ids, vectors, batch)
         Z = np.ascontiguousarray(batch.X, dtype=np.float32)
+        if getattr(store, "write_skips_identical", False):
+            # The room leaves rows already holding these bits and provenance untouched
+            # and says how many it wrote: no read back needed.
+            missing = np.asarray(store.write_rows(column, ids, Z, NATIVE))
+            unknown.extend(missing.tolist())
+            written += int(store.last_written)
+            same += len(ids) - len(missing) - int(store.last_written)
+            stop()
+            continue
         known, current, prov = store.read_rows(column, ids)
         alike = known & _is(prov, NATIVE) & _same_bits(current, Z)
         todo = known & ~alike
@@ -263,8 +290,9 @@ def refit(store, column, model, *, measure, mapper_for, batch_size, seed=0, stop
     after = measure(candidate, X[aside], Y[aside])
     old_id = (current.get("model") or {}).get("id")
     log(
-        f"{where}: held-out retention on {n_aside} native pairs kept aside: current map "
-        f"{before['retention']:.3f}, refit on {len(keep)} pairs {after['retention']:.3f}"
+        f"{where}: held-out retention ({before.get('metric', 'retention')}) on {n_aside} "
+        f"native pairs kept aside: current map {before['retention']:.3f}, refit on "
+        f"{len(keep)} pairs {after['retention']:.3f}"
     )
     result = {"kept": False, "current": before, "refit": after, "pairs": n, "rows": 0,
               "model": None}  # fmt: skip
