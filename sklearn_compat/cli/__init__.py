@@ -16,11 +16,21 @@ Subcommands::
         [--gallery-form centered|raw] [--csls K | --no-csls]
     sklearn-compat export --model MODEL --format npz|faiss|onnx --output FILE
     sklearn-compat inspect --model MODEL [--json]
-    sklearn-compat rollback --table DIR/NAME.lance|URI::TABLE [--to-version N]
+    # the upgrade of a store, step by step
+    sklearn-compat transform --model MODEL --input STORE --id-column ID --add-column NAME
+    sklearn-compat backfill --table STORE --column NAME --vectors EXPORT --id-column ID [--refit]
+    sklearn-compat status --table STORE [--json]
+    sklearn-compat cutover --table STORE --column NAME [--min-native R]
+    sklearn-compat rollback --table STORE [--to-version N]
 
 Tables are CSV, Parquet or .npy, chosen from the file name, or vector stores: a LanceDB
-table ``DIR/NAME.lance``, a Chroma collection ``DIR::NAME`` or a Postgres table with a
-pgvector column ``postgresql://...::TABLE`` (see :mod:`sklearn_compat.io`).
+table ``DIR/NAME.lance``, a Chroma collection ``DIR::NAME``, a Postgres table with a
+pgvector column ``postgresql://...::TABLE`` (or a libpq keyword string before ``::TABLE``)
+or a Qdrant collection ``qdrant:DIR::NAME`` (see :mod:`sklearn_compat.io`).  Every store is
+one room behind one interface (``sklearn_compat.io._stores``) and keeps a ledger of what
+was done to it, which the guards read: a table holding a model's output is not mapped by
+it again, ``rollback`` undoes the last ``--replace`` or ``cutover`` (and a second one
+redoes it).
 ``fit``, ``evaluate`` and ``grid`` pair source and target rows by ``--id-column``; without
 one, rows are paired by position (said once on stderr) and both tables must have the same
 number of rows.
