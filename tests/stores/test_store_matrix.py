@@ -277,3 +277,57 @@ def test_refit_on_native_rows_keeps_a_better_map_and_remaps_the_rest(engine, dat
     np.testing.assert_allclose(Z, refitted.transform(X[44:]), atol=1e-5)
     # The native rows are untouched.
     np.testing.assert_array_equal(open_store(source).read_rows("new", ids[:44])[1], Y[:44])
+
+
+def test_interrupted_add_column_and_backfill_finish_when_run_again(
+    engine, data, monkeypatch, capsys
+):
+    import sklearn_compat.cli._upgrade as cli_upgrade
+
+    ids, X, Y = data
+    model = _fit(engine.tmp, ids, X, Y)
+    source = engine.create("items", ids, X)
+    ref = _reference(engine, model, source)
+    real_mapper = cli_upgrade._mapper
+
+    def interrupted_mapper(*args):
+        mapper, calls = real_mapper(*args), []
+
+        def once(X):
+            calls.append(1)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return mapper(X)
+
+        return once
+
+    monkeypatch.setattr(cli_upgrade, "_mapper", interrupted_mapper)
+    assert _transform(engine, model, source, "--add-column", "new") == 130
+    monkeypatch.setattr(cli_upgrade, "_mapper", real_mapper)
+    assert _transform(engine, model, source, "--add-column", "new") == 0
+    store = open_store(source)
+    np.testing.assert_array_equal(store.read_rows("new", ids)[1], ref)
+
+    cls, calls = type(store), []
+    real_write = cls.write_rows
+
+    def interrupted_write(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_write(self, *args, **kwargs)
+
+    export = _export(engine, ids[:40], Y[:40])
+    argv = ["backfill", "--table", source, "--column", "new", "--vectors", export,
+            "--id-column", "id", "--rows-per-batch", "16"]  # fmt: skip
+    monkeypatch.setattr(cls, "write_rows", interrupted_write)
+    assert main(argv) == 130
+    monkeypatch.setattr(cls, "write_rows", real_write)
+    assert main(argv) == 0
+    Z = store.read_rows("new", ids)[1]
+    np.testing.assert_array_equal(Z[:40], Y[:40])
+    np.testing.assert_array_equal(Z[40:], ref[40:])
+    report = _status(source, capsys)
+    st = report["columns"]["new"]
+    assert (st["native"], st["mapped"], st["missing"]) == (40, len(ids) - 40, 0)
+    assert [e["action"] for e in report["ledger"]].count("backfill") == 1

@@ -30,7 +30,11 @@ def _never():
 def _filled_by(entries, column):
     """The last entry in effect that wrote mapped vectors into the added ``column``."""
     for e in reversed(_ledger.in_effect(entries)):
-        if e.get("action") in ("add_column", "refit") and e.get("column") == column:
+        if (
+            e.get("action") in ("add_column", "refit")
+            and e.get("column") == column
+            and e.get("model")  # a room's own record of the new column names no model
+        ):
             return e
     return None
 
@@ -38,7 +42,7 @@ def _filled_by(entries, column):
 def _added_entry(entries, column):
     """The first ``add_column`` entry of ``column`` in effect (it names ``like``)."""
     for e in _ledger.in_effect(entries):
-        if e.get("action") == "add_column" and e.get("column") == column:
+        if e.get("action") == "add_column" and e.get("column") == column and e.get("like"):
             return e
     return None
 
