@@ -170,7 +170,11 @@ def _one_line(exc):
         text = "out of memory (try a smaller --rows-per-batch)"
     else:
         text = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
-    return " ".join(text.split())
+    # The last guard on secrets: whatever raised, no password of a connection URI or
+    # keyword string reaches the terminal or a log (stores mask their own already).
+    from ..io._common import redact_uri
+
+    return redact_uri(" ".join(text.split()))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -148,3 +148,19 @@ def test_resume_ownership_compares_the_job_but_not_its_time():
     other = dict(staged, model=_model(sha="d" * 64, ident="m3"))
     with pytest.raises(InputError, match="model differ"):
         ledger.check_resume(job, other, "t.partial", "t")
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        InputError("cannot connect", path="postgresql://app:Sup3r@S3cret@db/shop::items"),
+        RuntimeError("driver said: host=db password=Sup3rS3cret dbname=shop"),
+        OSError("postgresql://db/shop?password=Sup3rS3cret&sslmode=require::t: refused"),
+    ],
+)
+def test_no_error_line_of_the_command_line_carries_a_password(exc):
+    from sklearn_compat.cli import _one_line
+
+    line = _one_line(exc)
+    assert "Sup3r" not in line and "S3cret" not in line
+    assert "***" in line

@@ -151,7 +151,7 @@ def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
             path=where,
         )
     width = columns[column]
-    source = vectors.path
+    source = _display(vectors.path)
 
     def check(got):
         if width is not None and got is not None and got != width:
@@ -193,7 +193,7 @@ def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
         stop()
     if written:
         store.append_ledger(
-            _ledger.entry("backfill", column=column, input=_display(source), rows=written,
+            _ledger.entry("backfill", column=column, input=source, rows=written,
                           unknown=len(unknown))  # fmt: skip
         )
     line = f"{where}: backfilled {written} rows of column {column!r} with native vectors"
@@ -202,7 +202,7 @@ def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
     log(line)
     if unknown:
         log(
-            f"{_display(source)}: {len(unknown)} ids are not in {where} and were not "
+            f"{source}: {len(unknown)} ids are not in {where} and were not "
             f"written: {_shown(unknown)}"
         )
     return {"written": written, "same": same, "unknown": len(unknown)}
