@@ -77,6 +77,16 @@ def migration_info(dataset):
     return None if raw is None else json.loads(raw)
 
 
+def list_indices(dataset):
+    """``dataset.list_indices()`` (name, type, fields of each index) without the
+    deprecation warning pylance 14 gives it (its replacement does not name the type)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return dataset.list_indices()
+
+
 def read_ledger(dataset):
     """The ledger a table version records, oldest first (a table written by the first
     migrations, which recorded only their job, reads as a one-entry ledger)."""
@@ -350,7 +360,7 @@ class LanceMigration:
             # The new table serves the input's queries: it gets the input's indexes.
             indexes = _rebuild_indices(
                 open_dataset(self.target),
-                self.reader.dataset.list_indices(),
+                list_indices(self.reader.dataset),
                 self.reader.dataset,
                 new_table=True,
             )
@@ -410,7 +420,7 @@ class LanceMigration:
             entries = read_ledger(latest) + [self._entry(previous=previous)]
             metadata[LEDGER_KEY.encode()] = _ledger_value(entries).encode()
         schema = self.schema.with_metadata(metadata)
-        indices = latest.list_indices()  # an Overwrite commit keeps none of them
+        indices = list_indices(latest)  # an Overwrite commit keeps none of them
         # No copy: the staged data files move into the table's data directory and one
         # Overwrite commit makes them its next version (Lance refuses it if another writer
         # committed since ``previous``).  The old version's files are left as they are.

@@ -41,6 +41,7 @@ from ._lance import (
     _index_options,
     _message,
     import_lance,
+    list_indices,
     open_dataset,
     read_ledger,
 )
@@ -309,7 +310,7 @@ class LanceStore(Store):
         dataset = self._dataset()
         rows = dataset.count_rows()
         stale = []
-        for index in dataset.list_indices():
+        for index in list_indices(dataset):
             field = index["fields"][0] if index["fields"] else None
             if field is None or not _is_vector(dataset.schema.field(field)):
                 continue
@@ -445,7 +446,7 @@ class LanceStore(Store):
         return unknown
 
     def _index_of(self, dataset, column):
-        for index in dataset.list_indices():
+        for index in list_indices(dataset):
             if index["fields"] and index["fields"][0] == column:
                 return index
         return None
