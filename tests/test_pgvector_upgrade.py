@@ -93,6 +93,10 @@ def test_add_column_keeps_the_old_column_serving_and_copies_its_index(store):
         assert _raw(conn, "emb") == before  # the old column untouched
         assert set(_raw(conn, "emb_v2").values()) == {None}  # every row missing
         assert "items_emb_hnsw" in _plan_uses(conn, "emb", X[0])  # still served by its index
+    # A reader takes the served column (the added one stands beside it).
+    reader = s.reader()
+    assert reader.list_column == "emb"
+    reader.close()
     # Again with the same width: nothing to do; another width or a name in use: refused.
     assert "already there" in s.add_column("emb_v2", D_NEW, like="emb")
     with pytest.raises(InputError, match="already exists"):
@@ -221,6 +225,9 @@ def test_cutover_then_rollback_bit_for_bit(store):
         assert not_null["emb"] and not not_null["emb_sklearn_compat_previous"]
     assert s.column_status("emb")["native"] == N
     assert [e["action"] for e in s.ledger()] == ["cutover"]
+    reader = s.reader()  # the served column, not the kept one
+    assert reader.list_column == "emb" and reader.width == D_NEW
+    reader.close()
     # Rollback: the old vectors served again, bit for bit; a second rollback cuts over again.
     assert "rolled back the cutover" in s.rollback()
     with connect() as conn:

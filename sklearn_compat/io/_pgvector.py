@@ -238,6 +238,32 @@ def scrub(text, location):
     return redact_uri(text)
 
 
+# Where libpq reads a password left out of a location.
+SECRET_SOURCES = ("PGPASSWORD", "~/.pgpass")
+
+
+def undo_line(location, command="rollback"):
+    """``sklearn-compat COMMAND --table LOCATION``, shell-quoted, the password left out of
+    the location (then read from ``PGPASSWORD`` or ``~/.pgpass``, as the line says).
+
+    Examples
+    --------
+    >>> from sklearn_compat.io._pgvector import undo_line
+    >>> print(undo_line("postgresql://app:pw@db/shop?a=1&b=2::items"))
+    sklearn-compat rollback --table 'postgresql://app@db/shop?a=1&b=2::items' \
+(the password from PGPASSWORD or ~/.pgpass)
+    """
+    import shlex
+
+    from ._common import strip_secret
+
+    words = ["sklearn-compat", command, "--table", strip_secret(location)]
+    line = " ".join(shlex.quote(w) for w in words)
+    if redact_uri(location) != location:
+        line += f" (the password from {' or '.join(SECRET_SOURCES)})"
+    return line
+
+
 def connect(uri, path, *, autocommit=False):
     """A connection to the database of ``uri`` that has pgvector, or an InputError (the
     driver's line scrubbed of the password, however it was written)."""
@@ -450,6 +476,9 @@ class PgvectorReader(TableReader):
             chosen = vectors[0]
         elif not vectors:
             raise InputError("has no vector or halfvec column", path=self.path)
+        elif len(served := self._served(vectors)) == 1:
+            # The others are columns an upgrade added beside it or kept after a cutover.
+            chosen = served[0]
         else:
             raise InputError(
                 f"several vector columns ({', '.join(map(repr, vectors))}); name the "
@@ -479,6 +508,26 @@ class PgvectorReader(TableReader):
             if name not in by_name:
                 raise InputError(f"no column {name!r}", path=self.path)
         self.id = by_name[self.id_column]
+
+    def _served(self, vectors):
+        """The vector columns that serve the table: not added by ``transform
+        --add-column`` beside another (until cut over), nor kept by a cutover."""
+        notes = dict(
+            self.conn.execute(
+                "SELECT attname, col_description(attrelid, attnum) FROM pg_attribute "
+                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+                [self.oid],
+            ).fetchall()
+        )
+        served = []
+        for name in vectors:
+            try:
+                note = json.loads(notes.get(name) or "{}").get("sklearn_compat") or {}
+            except (ValueError, AttributeError):
+                note = {}
+            if not (note.get("beside") or note.get("kept_by_cutover")):
+                served.append(name)
+        return served
 
     # ------------------------------------------------------------------ queries
     def _from(self):

@@ -15,8 +15,6 @@ the transaction that drops it.
 
 import json
 
-from ._pgvector import TableName
-
 __all__ = ["LEDGER_TABLE", "append_entry", "forget_entries", "read_entries"]
 
 LEDGER_TABLE = "sklearn_compat_ledger"
@@ -28,11 +26,23 @@ def _sql():
     return sql
 
 
+class _Ledger:
+    """The ledger table's name in one schema (``sql()`` and ``str()`` as a TableName)."""
+
+    def __init__(self, schema):
+        self.schema, self.name = schema, LEDGER_TABLE
+
+    def sql(self):
+        return _sql().Identifier(self.schema, self.name)
+
+    def __str__(self):
+        return '"' + self.schema.replace('"', '""') + '".' + self.name
+
+
 def ledger_table(conn, table):
-    """The ledger's :class:`TableName`: in ``table``'s schema (resolved, so that a table
-    named with or without its schema has one ledger)."""
-    schema = table.schema or _schema_of(conn, table)
-    return TableName(schema, LEDGER_TABLE)
+    """The ledger's name: in ``table``'s schema (resolved, so that a table named with or
+    without its schema has one ledger)."""
+    return _Ledger(table.schema or _schema_of(conn, table))
 
 
 def _schema_of(conn, table):

@@ -9,6 +9,7 @@ from ._pgvector import (
     table_columns,
     table_comment,
     table_oid,
+    undo_line,
     vector_indexes,
 )
 from ._pgvector_sql import (
@@ -22,23 +23,10 @@ from ._pgvector_sql import (
     table_exists,
 )
 
-__all__ = ["rollback_pgvector", "swap_kept"]
+__all__ = ["swap_kept"]
 
 
-def rollback_pgvector(path, to_version=None):
-    """``sklearn-compat rollback --table URI::TABLE``: undo the last ``--replace`` or
-    cutover the table's ledger records (a second rollback redoes it); see
-    :meth:`~sklearn_compat.io._pgvector_store.PgvectorStore.rollback`."""
-    from ._pgvector_store import PgvectorStore
-
-    store = PgvectorStore(path)
-    try:
-        return store.rollback(to_version)
-    finally:
-        store.close()
-
-
-def swap_kept(path, to_version=None, target=None, store=None):
+def swap_kept(path, to_version=None, target=None):
     """Swap a Postgres table's vectors with those its last ``--replace`` kept.
 
     The restored vectors are the kept ones bit for bit, in the column type they had; the
@@ -54,8 +42,6 @@ def swap_kept(path, to_version=None, target=None, store=None):
     target : dict or None
         The ledger entry this rollback acts on (the ``--replace``, or the rollback it
         redoes); the ``rollback`` entry is appended in the same transaction.
-    store : PgvectorStore or None
-        The table's store (for the undo line).
 
     Returns
     -------
@@ -125,12 +111,8 @@ def swap_kept(path, to_version=None, target=None, store=None):
             append_entry(conn, table, entry("rollback", column=column, undoes=undoes))
         conn.commit()
     conn.close()
-    if store is None:
-        from ._pgvector_store import PgvectorStore
-
-        store = PgvectorStore(path)
     return (
         f"restored the vectors of {shown} ({info['type']}); the vectors it had "
         f"({vector.type_sql}) are kept in {kept}; the same command swaps them back: "
-        f"{store.undo_line()}"
+        f"{undo_line(path)}"
     )

@@ -24,7 +24,7 @@ from ._common import InputError
 from ._pgvector import TableName, connect, database_errors, split_pg_path
 from ._stores.base import Store
 
-__all__ = ["PgvectorStore"]
+__all__ = ["PgvectorStore", "rollback_pgvector"]
 
 
 class PgvectorStore(Store):
@@ -160,7 +160,7 @@ class PgvectorStore(Store):
         from ._pgvector_rollback import swap_kept
 
         try:
-            return swap_kept(self.location, None, target=target, store=self)
+            return swap_kept(self.location, None, target=target)
         finally:
             self.close()
 
@@ -217,6 +217,17 @@ class PgvectorStore(Store):
 
         return cutover(self, column)
 
+    def undo_line(self, command="rollback", *options):
+        from ._pgvector import undo_line
+
+        line = undo_line(self.location, command)
+        if options:  # the password note stays last
+            import shlex
+
+            head, sep, note = line.partition(" (the password")
+            line = head + " " + " ".join(shlex.quote(str(o)) for o in options) + sep + note
+        return line
+
     def kept_name(self, column):
         """``COLUMN_sklearn_compat_previous`` (shortened with a digest of the whole when
         longer than Postgres' 63 bytes)."""
@@ -227,3 +238,12 @@ class PgvectorStore(Store):
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+def rollback_pgvector(path, to_version=None):
+    """``sklearn-compat rollback --table URI::TABLE``: :meth:`PgvectorStore.rollback`."""
+    store = PgvectorStore(path)
+    try:
+        return store.rollback(to_version)
+    finally:
+        store.close()

@@ -11,7 +11,7 @@ With ``replace``, the staging table holds the ids and new vectors only, and one
 transaction keeps the old vectors in ``NAME_sklearn_compat_previous``, drops the vector
 indexes, changes the column's dimension if needed, writes the new vectors, rebuilds the
 indexes and commits: concurrent readers see the old vectors or the new ones, never a mix.
-:func:`~sklearn_compat.io._pgvector_rollback.rollback_pgvector` swaps the kept vectors
+:meth:`~sklearn_compat.io._pgvector_store.PgvectorStore.rollback` swaps the kept vectors
 back the same way.
 
 A run holds a session advisory lock on its destination (``pg_try_advisory_lock``), so a
@@ -32,6 +32,7 @@ from ._pgvector import (
     table_columns,
     table_comment,
     table_oid,
+    undo_line,
     unique_column,
     vector_indexes,
 )
@@ -594,14 +595,6 @@ def _value(reader, alias):
     sql = sql_module()
     ident = sql.Identifier(alias, reader.id_column)
     return ident if reader.id_dtype().kind == "i" else sql.SQL("{}::text").format(ident)
-
-
-def undo_line(location, command="rollback"):
-    """The command that undoes a change of the table ``location``: shell-quoted, its
-    password left out (read from PGPASSWORD or ~/.pgpass)."""
-    from ._pgvector_store import PgvectorStore
-
-    return PgvectorStore(location).undo_line(command)
 
 
 def _check_unique_ids(reader):
