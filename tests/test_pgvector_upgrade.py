@@ -190,6 +190,10 @@ def test_write_rows_bit_for_bit_with_provenance_never_inserting(store):
     # A wrong width is one line, nothing written.
     with pytest.raises(InputError, match="the vectors have 5 values, column 'emb_v2' holds"):
         s.write_rows("emb_v2", ids[30:32], np.ones((2, 5), np.float32), NATIVE)
+    bad = np.ones((2, D_NEW), np.float32)
+    bad[1, 2] = np.nan
+    with pytest.raises(InputError, match="id 31: the vector holds NaN"):
+        s.write_rows("emb_v2", ids[30:32], bad, NATIVE)
     with connect() as conn:
         assert _raw(conn, "emb_v2")[30] is None
     # iter_rows: every row once, in id order, with both columns.

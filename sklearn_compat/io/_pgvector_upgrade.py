@@ -306,7 +306,17 @@ def write_rows(store, column, ids, Z, provenance):
             store.conn.commit()
             store.last_written = 0
             return np.asarray(ids)[:0]
-        vectors = vector_bytes(Z.astype(np.float32, copy=False), col.kind)
+        Z = Z.astype(np.float32, copy=False)
+        limit = np.finfo(np.float16).max if col.kind == "halfvec" else np.inf
+        bad = ~(np.abs(Z) <= limit).all(axis=1)  # NaN, infinite or beyond halfvec
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(
+                f"id {values[i]}: the vector holds NaN or infinite values (or values beyond "
+                f"what a {col.kind} holds); nothing written",
+                path=store.display(),
+            )
+        vectors = vector_bytes(Z, col.kind)
         _temp_table(store, id_type, f"{col.kind}({Z.shape[1]})")
         copy_sql = sql.SQL("COPY {} (id, v, src) FROM STDIN (FORMAT BINARY)").format(
             sql.Identifier(_TEMP)
