@@ -358,3 +358,24 @@ def test_a_busy_table_is_refused_quickly_not_queued_behind(store, monkeypatch):
     assert set(s.vector_columns()) == {"emb"}
     s.add_column("emb_v2", D_NEW, like="emb")
     assert set(s.vector_columns()) == {"emb", "emb_v2"}
+
+
+def test_rows_by_id_on_a_table_keyed_by_uuid(pg):
+    """Ids of a non-integer key travel as text and are cast to the key's type."""
+    uri, connect = pg
+    keys = [f"00000000-0000-0000-0000-{i:012d}" for i in range(5)]
+    with connect() as conn:
+        conn.execute("CREATE TABLE docs (key uuid PRIMARY KEY, emb vector(2))")
+        for k in keys:
+            conn.execute("INSERT INTO docs VALUES (%s, '[1,2]')", [k])
+    s = PgvectorStore(f"{uri}::docs")
+    s.add_column("emb_v2", 3, like="emb")
+    Z = np.arange(9, dtype=np.float32).reshape(3, 3)
+    ids = np.array([keys[4], keys[0], "00000000-0000-0000-0000-999999999999"], dtype=object)
+    unknown = s.write_rows("emb_v2", ids, Z, NATIVE)
+    assert unknown.tolist() == ["00000000-0000-0000-0000-999999999999"]
+    known, got, prov = s.read_rows("emb_v2", np.array(keys, dtype=object))
+    assert known.all() and prov.tolist() == [NATIVE, None, None, None, NATIVE]
+    np.testing.assert_array_equal(got[[4, 0]], Z[:2])
+    assert s.column_status("emb_v2")["native"] == 2
+    s.close()
