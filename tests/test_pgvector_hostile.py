@@ -302,3 +302,35 @@ def test_the_output_of_a_mapped_table_inherits_its_ledger(pair, capsys, tmp_path
     # Its rollback does not reach for the input's kept vectors: nothing to undo there.
     assert main(["rollback", "--table", f"{uri}::further"]) == 1
     assert "no kept vectors" in _one_error(capsys)
+
+
+def test_resume_into_another_database_maps_changed_rows_again(pair, server, monkeypatch,
+                                                              capsys):  # fmt: skip
+    uri, connect, model = pair
+    other = "t_resume_elsewhere"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{other}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{other}"')
+    there = server.replace("/postgres?", f"/{other}?", 1)
+    try:
+        with psycopg.connect(there, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")
+        argv = ["transform", "--model", model, "--input", f"{uri}::new", "--no-progress"]
+        argv += ["--output", f"{there}::out", "--rows-per-batch", "10"]
+        _interrupt_after(monkeypatch, 2)
+        assert main(argv) not in (0, 1)
+        monkeypatch.undo()
+        with connect() as conn:
+            conn.execute("UPDATE new SET emb = '[9,9,9,9,9,9]' WHERE id = 3")
+            ids, X = _vectors(conn, "new")
+        capsys.readouterr()
+        assert main([*argv, "--resume"]) == 0
+        assert "(ids 3): mapped again" in capsys.readouterr().err
+        with psycopg.connect(there) as conn:
+            got_ids, Z = _vectors(conn, "out")
+        assert got_ids == ids
+        np.testing.assert_allclose(Z, load_model(model).transform(X.astype(np.float32)),
+                                   rtol=0, atol=1e-5)  # fmt: skip
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{other}" WITH (FORCE)')

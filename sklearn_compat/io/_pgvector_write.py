@@ -255,6 +255,46 @@ class PgvectorMigration:
         reader = self.reader
         key = sql.Identifier(reader.id_column)
         staging, table = self.staging.sql(), reader.table.sql()
+        if self._same_database():
+            changed, gone, added = self._compare_in_sql(key, staging, table, last)
+        else:  # the staging is in another database: compared here
+            changed, gone, added = self._compare_here(key, staging, table, last)
+        if changed or gone:
+            array = "int8[]" if reader.id_dtype().kind == "i" else "text[]"
+            self.conn.execute(
+                sql.SQL("DELETE FROM {s} s WHERE {v} = ANY(%s::{a})").format(
+                    s=staging, v=_value(reader, "s"), a=sql.SQL(array)
+                ),
+                [changed + gone],
+            )
+            self.conn.commit()
+        if changed:
+            self._say(
+                f"{len(changed)} rows changed in the input since they were staged (ids "
+                f"{_show(changed)}): mapped again from their current values"
+            )
+        if gone:
+            self._say(
+                f"{len(gone)} staged rows are no longer in the input (ids {_show(gone)}): "
+                "dropped from the staging"
+            )
+        if added:
+            self._say(
+                f"{len(added)} rows were added to the input among the staged ids (ids "
+                f"{_show(added)}): mapped too"
+            )
+        self.redo = changed + added
+        if changed or gone:
+            key = sql.Identifier(reader.id_column)
+            done, last = self.conn.execute(
+                sql.SQL("SELECT count(*), max({}) FROM {}").format(key, staging)
+            ).fetchone()
+        return int(done), last
+
+    def _compare_in_sql(self, key, staging, table, last):
+        """``(changed, gone, added)`` ids, the input read at the reader's snapshot."""
+        sql = sql_module()
+        reader = self.reader
         # Read at the reader's snapshot: what the rest of this run maps.
         changed = [
             r[0]
@@ -290,37 +330,32 @@ class PgvectorMigration:
                 [last],
             )
         ]
-        if changed or gone:
-            array = "int8[]" if reader.id_dtype().kind == "i" else "text[]"
+        return changed, gone, added
+
+    def _compare_here(self, key, staging, table, last):
+        """``(changed, gone, added)`` ids of a staging in another database than the
+        input: both sides' ids and row versions read and compared here."""
+        sql = sql_module()
+        reader = self.reader
+        staged = dict(
             self.conn.execute(
-                sql.SQL("DELETE FROM {s} s WHERE {v} = ANY(%s::{a})").format(
-                    s=staging, v=_value(reader, "s"), a=sql.SQL(array)
+                sql.SQL("SELECT {v}, s.{x} FROM {s} s").format(
+                    v=_value(reader, "s"), s=staging, x=sql.Identifier(VERSION_COLUMN)
+                )
+            ).fetchall()
+        )
+        current = dict(
+            reader.conn.execute(
+                sql.SQL("SELECT {v}, t.xmin::text::int8 FROM {t} t WHERE t.{k} <= %s").format(
+                    v=_value(reader, "t"), t=table, k=key
                 ),
-                [changed + gone],
-            )
-            self.conn.commit()
-        if changed:
-            self._say(
-                f"{len(changed)} rows changed in the input since they were staged (ids "
-                f"{_show(changed)}): mapped again from their current values"
-            )
-        if gone:
-            self._say(
-                f"{len(gone)} staged rows are no longer in the input (ids {_show(gone)}): "
-                "dropped from the staging"
-            )
-        if added:
-            self._say(
-                f"{len(added)} rows were added to the input among the staged ids (ids "
-                f"{_show(added)}): mapped too"
-            )
-        self.redo = changed + added
-        if changed or gone:
-            key = sql.Identifier(reader.id_column)
-            done, last = self.conn.execute(
-                sql.SQL("SELECT count(*), max({}) FROM {}").format(key, staging)
-            ).fetchone()
-        return int(done), last
+                [last],
+            ).fetchall()
+        )
+        changed = sorted(i for i, v in staged.items() if i in current and current[i] != v)
+        gone = sorted(i for i in staged if i not in current)
+        added = sorted(i for i in current if i not in staged)
+        return changed, gone, added
 
     def _say(self, message):
         self.notes.append(message)
