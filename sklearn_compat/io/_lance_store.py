@@ -12,12 +12,17 @@ directory carries it):
 - **An added column** ``NAME``: a fixed-size list of float32 beside the column it was
   added ``like``, with a string column ``NAME_source`` holding each row's provenance
   (null: missing, ``"native"``, ``"mapped:<model id>"``).  The field metadata of ``NAME``
-  records ``like`` and the id column.  Rows are written by id with ``merge_insert``
-  patching only these two columns (``rewrite_columns``): the values and their provenance
-  land in one table version, no row is ever inserted, and the index of every other column
-  (the old vector column's included) keeps covering every row.  Once the column has no
-  missing row it gets an index of the kind ``like`` has (same type, metric and
-  partitions).
+  records ``like`` and the id column.  Rows are written by id with ``merge_insert`` (the
+  values and their provenance in one table version; no row is ever inserted; rows
+  already holding the same bits and provenance are left alone).  Lance's write mode is
+  chosen per call: rows gathered in few fragments (a column filled in table order) are
+  patched in place (``rewrite_columns``: every index keeps covering every row); rows
+  spread over the table (a backfill in export order) are rewritten whole into new
+  fragments (``rewrite_rows``: the cost follows the rows written, where patching would
+  rewrite the whole column each time), and folded back into every vector index (the old
+  column's included) once a tenth of the table is outside it; Lance searches rows
+  outside an index exactly, so results never change.  Once the column has no missing row
+  it gets an index of the kind ``like`` has (same type, metric and partitions).
 - **Cutover** renames, in one table version: ``like`` to :meth:`LanceStore.kept_name`
   (its provenance column too, when it has one) and the added column to ``like`` (with
   its provenance column).  No data file is touched, indexes follow their columns, so
