@@ -70,6 +70,30 @@ def warn_if_mapped(location, model, model_path):
     )
 
 
+def _reading(spec, column):
+    """``spec`` reading the vector column ``column`` (the column the mapped vectors are
+    computed from, once the table has another one beside it)."""
+    from dataclasses import replace
+
+    if column is None:
+        return spec
+    return replace(spec, vector_column=column, prefix=None, pattern=None)
+
+
+def _rerun_spec(store, spec, column):
+    """On a rerun (the column exists), read the column it was added beside unless the
+    command line names one: the table has two vector columns now."""
+    if spec.vector_column or spec.prefix or spec.pattern or store.one_vector_per_record:
+        return spec
+    try:
+        if column not in store.vector_columns():
+            return spec
+        like = store.column_status(column).get("like")
+    except InputError:
+        return spec
+    return _reading(spec, like)
+
+
 def run_add_column(args, model, spec):
     """``transform --input STORE --add-column NAME``: the mapped vectors beside the old."""
     import numpy as np
@@ -81,14 +105,15 @@ def run_add_column(args, model, spec):
     store = _open(args.input, "--input")
     store.id_column = args.id_column
     try:
-        reader = store.reader(spec, _dtype(args.dtype))
+        reader = store.reader(_rerun_spec(store, spec, args.add_column), _dtype(args.dtype))
         expected = model_width(model, args.model)
         check_width(reader, expected, args.model)
         columns = source_columns(model, reader)
         width = int(model.transform(model_input(np.zeros((1, expected)), *columns)).shape[1])
         with _stop_between_batches() as stop:
             upgrade.add_column(
-                store, lambda: store.reader(spec, _dtype(args.dtype)), args.add_column, width,
+                store, lambda column: store.reader(_reading(spec, column), _dtype(args.dtype)),
+                args.add_column, width,
                 _mapper(model, columns, store.display()),
                 ledger.model_entry(model, args.model),
                 batch_size=args.rows_per_batch, force=args.force, stop=stop, log=_log,

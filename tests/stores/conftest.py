@@ -14,11 +14,9 @@ from _pg import pg, server  # noqa: E402, F401 - the embedded Postgres fixtures
 
 from sklearn_compat.io import ColumnSpec, OutputLayout, open_table, write_table  # noqa: E402
 from sklearn_compat.io._stores import STORES, open_store, registered  # noqa: E402
-from sklearn_compat.io._stores._legacy import LEGACY  # noqa: E402
 
-# Every store whose room is in place (its own Store class, or the adapter of its first
-# modules); a room that registers later joins the matrix by itself.
-KINDS = [k for k in STORES if k in registered() or k in LEGACY]
+# Every store of the registry; a room that registers later joins the matrix by itself.
+KINDS = [k for k in STORES if k in registered()]
 # The engine each store needs (skipped where it is not installed).
 ENGINES = {
     "lance": "lance",

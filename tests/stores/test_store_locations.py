@@ -102,7 +102,9 @@ def test_a_keyword_connection_string_is_a_postgres_table_and_its_password_stays_
     X = np.random.default_rng(0).normal(size=(30, 4))
     aligner = OrthogonalProcrustesAligner(center=True, scale="spread").fit(X, X)
     save_model(aligner, tmp_path / "m.skops")
-    location = "host=127.0.0.1 port=1 user=app password=Sup3rS3cret dbname=shop::items"
+    location = (
+        "host=127.0.0.1 port=1 connect_timeout=1 user=app password=Sup3rS3cret dbname=shop::items"
+    )
     argv = ["transform", "--model", str(tmp_path / "m.skops"), "--input", location,
             "--output", str(tmp_path / "out.parquet")]  # fmt: skip
     assert main(argv) == 1

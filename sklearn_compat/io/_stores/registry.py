@@ -54,24 +54,9 @@ def kind_of(location):
 
 
 def store_class(kind):
-    """The :class:`~.base.Store` subclass of ``kind``; the room's own class when its
-    module defines it, else the adapter of :mod:`._legacy` around the room's readers,
-    migrations and rollback (until the room implements the interface)."""
+    """The :class:`~.base.Store` subclass of ``kind`` (its room's module, imported now)."""
     module, name = STORES[kind]
-    try:
-        found = getattr(importlib.import_module(module, "sklearn_compat.io"), name, None)
-    except ModuleNotFoundError as exc:
-        if not exc.name or "sklearn_compat" not in exc.name:
-            raise
-        found = None
-    if found is not None:
-        return found
-    from . import _legacy
-
-    found = _legacy.LEGACY.get(kind)
-    if found is None:
-        raise InputError(f"{kind} stores are not supported by this version")
-    return found
+    return getattr(importlib.import_module(module, "sklearn_compat.io"), name)
 
 
 def open_store(location):

@@ -61,8 +61,8 @@ def _close(reader):
 def add_column(store, open_reader, column, width, mapper, model, *, batch_size, force=False,
                stop=_never, log=print, checked=None):  # fmt: skip
     """Write the mapped vectors of the store's rows (its old column, read by the reader
-    ``open_reader()`` returns) into the new vector column ``column`` of ``width`` values,
-    by id; returns the rows written.
+    ``open_reader(vector_column)`` returns) into the new vector column ``column`` of
+    ``width`` values, by id; returns the rows written.
 
     The column is added while no reader of the table is open (a reader's snapshot would
     block a database's ``ALTER TABLE``): ``checked``, a reader the caller opened to check
@@ -74,7 +74,7 @@ def add_column(store, open_reader, column, width, mapper, model, *, batch_size, 
     ``model`` is :func:`.ledger.model_entry` of the model.
     """
     where = store.display()
-    reader = checked if checked is not None else open_reader()
+    reader = checked if checked is not None else open_reader(None)
     like = reader.list_column
     id_column = reader.id_column
     _close(reader)
@@ -99,7 +99,7 @@ def add_column(store, open_reader, column, width, mapper, model, *, batch_size, 
     log(store.add_column(column, width, like))
     own = mapped_by(model["id"])
     written = kept = 0
-    reader = open_reader()
+    reader = open_reader(like)  # the table now has two vector columns: name the old one
     try:
         for batch in reader.iter_batches(batch_size):
             known, _, prov = store.read_rows(column, batch.ids)
