@@ -308,6 +308,43 @@ class LanceStore(Store):
         rewritten = len(positions) * _row_bytes(schema, schema.names)
         return "rewrite_columns" if patched <= 2 * rewritten else "rewrite_rows"
 
+    def _rewrite_rows(self, dataset, id_column, positions, table):
+        """Rewrite the rows at ``positions`` whole with ``table``'s columns (the id, the
+        vector and its provenance) in one Update commit: the rows read by position, a
+        deletion vector on each fragment that held them, the new rows in new fragments.
+        What ``merge_insert(..., "rewrite_rows")`` does, without its join over the whole
+        table on every call (its cost grew with the table: 12x the one-call floor at
+        500,000 rows in batches of 16,384)."""
+        import pyarrow as pa
+
+        lance = import_lance()
+        order = np.argsort(positions, kind="stable")
+        names = dataset.schema.names
+        taken = dataset.take(positions[order].astype(np.int64), columns=[*names, "_rowaddr"])
+        fragment_of = taken.column("_rowaddr").to_numpy() >> 32
+        rows = taken.select(names)
+        for name in table.column_names:
+            if name == id_column:
+                continue
+            at = rows.schema.get_field_index(name)
+            rows = rows.set_column(at, dataset.schema.field(name), table.column(name).take(order))
+        rows = rows.cast(dataset.schema)
+        ids = rows.column(id_column)
+        fragments = {f.fragment_id: f for f in dataset.get_fragments()}
+        updated, removed = [], []
+        for fid in np.unique(fragment_of):
+            held = ids.filter(pa.array(fragment_of == fid)).to_pylist()
+            done = fragments[int(fid)].delete(f"{_sql_name(id_column)} IN ({_sql_list(held)})")
+            if done is None:
+                removed.append(int(fid))
+            else:
+                updated.append(done)
+        new = lance.fragment.write_fragments(rows, self.path, schema=dataset.schema)
+        operation = lance.LanceOperation.Update(
+            removed_fragment_ids=removed, updated_fragments=updated, new_fragments=new
+        )
+        lance.LanceDataset.commit(self.path, operation, read_version=dataset.version)
+
     def _keep_indexes_covering(self):
         """After rows were rewritten into new fragments: fold them into every vector
         index that no longer covers a tenth of the rows (Lance searches uncovered rows
@@ -444,7 +481,11 @@ class LanceStore(Store):
             }
         )
         mode = self._write_mode(dataset, schema, column, kept)
-        dataset.merge_insert(id_column).when_matched_update_all().write_mode(mode).execute(table)
+        if mode == "rewrite_rows" and not dataset.has_stable_row_ids:
+            self._rewrite_rows(dataset, id_column, kept, table)
+        else:
+            builder = dataset.merge_insert(id_column).when_matched_update_all()
+            builder.write_mode(mode).execute(table)
         if mode == "rewrite_rows":
             self._keep_indexes_covering()
         self._index_when_complete(column)
@@ -720,6 +761,18 @@ def _row_bytes(schema, names):
             except ValueError:
                 total += 16
     return total
+
+
+def _sql_name(name):
+    """A column name quoted for a Lance filter."""
+    return "`" + str(name).replace("`", "``") + "`"
+
+
+def _sql_list(values):
+    """Ids as a Lance filter's ``IN`` list (strings quoted, integers as they are)."""
+    if values and isinstance(values[0], str):
+        return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return ", ".join(str(int(v)) for v in values)
 
 
 def _plain(value):
