@@ -266,7 +266,9 @@ class LanceStore(Store):
         key = (id_column, tuple((f.fragment_id, f.count_rows()) for f in dataset.get_fragments()))
         if self._id_cache is not None and self._id_cache[0] == key:
             return self._id_cache[1]
-        column = dataset.to_table(columns=[id_column]).column(0)
+        scanned = dataset.to_table(columns=[id_column], with_row_address=True)
+        column = scanned.column(0)
+        addresses = scanned.column("_rowaddr").to_numpy().astype(np.uint64)
         values = column.to_numpy(zero_copy_only=False)
         if values.dtype.kind == "f":
             values = values.astype(object)
@@ -278,7 +280,9 @@ class LanceStore(Store):
                 "written by id",
                 path=self.path,
             )
-        self._id_cache = (key, index, column.type)
+        # Rows are read by address (fragment, offset): a read by logical offset maps
+        # every offset through the deletion vectors, slow once rows were rewritten.
+        self._id_cache = (key, index, column.type, addresses)
         return index
 
     def _differing(self, dataset, column, positions, Z, provenance):
@@ -301,10 +305,11 @@ class LanceStore(Store):
         gathered in few fragments (a column filled in table order), else
         ``rewrite_rows`` (the matched rows rewritten whole into new fragments; the cost
         follows the rows written, not the table: a backfill in any order)."""
-        counts = np.array([n for _, n in self._id_cache[0][1]], dtype=np.int64)
-        bounds = np.cumsum(counts)
-        touched = np.unique(np.searchsorted(bounds, positions, side="right"))
-        patched = counts[touched].sum() * (_row_bytes(schema, [column, column + SOURCE_SUFFIX]))
+        counts = dict(self._id_cache[0][1])
+        touched = np.unique(self._id_cache[3][positions] >> np.uint64(32))
+        patched = sum(counts.get(int(f), 0) for f in touched) * (
+            _row_bytes(schema, [column, column + SOURCE_SUFFIX])
+        )
         rewritten = len(positions) * _row_bytes(schema, schema.names)
         return "rewrite_columns" if patched <= 2 * rewritten else "rewrite_rows"
 
@@ -320,9 +325,9 @@ class LanceStore(Store):
         lance = import_lance()
         order = np.argsort(positions, kind="stable")
         names = dataset.schema.names
-        taken = dataset.take(positions[order].astype(np.int64), columns=[*names, "_rowaddr"])
-        fragment_of = taken.column("_rowaddr").to_numpy() >> 32
-        rows = taken.select(names)
+        addresses = self._id_cache[3][positions[order]]
+        rows = dataset._take_rows(pa.array(addresses), columns=names)
+        fragment_of = addresses >> np.uint64(32)
         for name in table.column_names:
             if name == id_column:
                 continue
@@ -418,11 +423,13 @@ class LanceStore(Store):
         """Column ``column`` at row ``positions`` (read in row order: Lance reads sorted
         positions about twice as fast), in the order given; a string column as an object
         array."""
+        import pyarrow as pa
+
         order = np.argsort(positions, kind="stable")
-        taken = dataset.take(positions[order].astype(np.int64), columns=[column]).column(0)
+        addresses = pa.array(self._id_cache[3][positions[order]])
+        taken = dataset._take_rows(addresses, columns=[column]).column(0)
         back = np.empty_like(order)
         back[order] = np.arange(len(order))
-        import pyarrow as pa
 
         if pa.types.is_string(taken.type) or pa.types.is_large_string(taken.type):
             return np.asarray(taken.to_pylist(), dtype=object)[back]
