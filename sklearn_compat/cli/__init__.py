@@ -18,11 +18,21 @@ Subcommands::
     sklearn-compat export --model MODEL --format sentence-transformers --encoder DIR \\
         --output DIR [--normalize-input]
     sklearn-compat inspect --model MODEL [--json]
-    sklearn-compat rollback --table DIR/NAME.lance|URI::TABLE [--to-version N]
+    # the upgrade of a store, step by step
+    sklearn-compat transform --model MODEL --input STORE --id-column ID --add-column NAME
+    sklearn-compat backfill --table STORE --column NAME --vectors EXPORT --id-column ID [--refit]
+    sklearn-compat status --table STORE [--json]
+    sklearn-compat cutover --table STORE --column NAME [--min-native R]
+    sklearn-compat rollback --table STORE [--to-version N]
 
 Tables are CSV, Parquet or .npy, chosen from the file name, or vector stores: a LanceDB
-table ``DIR/NAME.lance``, a Chroma collection ``DIR::NAME`` or a Postgres table with a
-pgvector column ``postgresql://...::TABLE`` (see :mod:`sklearn_compat.io`).
+table ``DIR/NAME.lance``, a Chroma collection ``DIR::NAME``, a Postgres table with a
+pgvector column ``postgresql://...::TABLE`` (or a libpq keyword string before ``::TABLE``)
+or a Qdrant collection ``qdrant:DIR::NAME`` (see :mod:`sklearn_compat.io`).  Every store is
+one room behind one interface (``sklearn_compat.io._stores``) and keeps a ledger of what
+was done to it, which the guards read: a table holding a model's output is not mapped by
+it again, ``rollback`` undoes the last ``--replace`` or ``cutover`` (and a second one
+redoes it).
 ``fit``, ``evaluate`` and ``grid`` pair source and target rows by ``--id-column``; without
 one, rows are paired by position (said once on stderr) and both tables must have the same
 number of rows.
@@ -162,7 +172,11 @@ def _one_line(exc):
         text = "out of memory (try a smaller --rows-per-batch)"
     else:
         text = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
-    return " ".join(text.split())
+    # The last guard on secrets: whatever raised, no password of a connection URI or
+    # keyword string reaches the terminal or a log (stores mask their own already).
+    from ..io._common import redact_uri
+
+    return redact_uri(" ".join(text.split()))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -45,6 +45,7 @@ from ._stores import (
     run_rollback,
     run_store_transform,
 )
+from ._upgrade import run_add_column, run_backfill, run_cutover, run_status, warn_if_mapped
 
 __all__ = [
     "run_fit",
@@ -56,6 +57,9 @@ __all__ = [
     "run_export",
     "run_inspect",
     "run_rollback",
+    "run_backfill",
+    "run_status",
+    "run_cutover",
 ]
 
 # Key of the joined ids in _read_pair's ``extra`` (a tuple: never a column name).
@@ -339,6 +343,11 @@ def _output_layout(reader, model, args, width):
 
 
 def run_transform(args):
+    if args.add_column:
+        model = load_model(args.model, trust=args.trust)
+        _set_device(model, args.device)
+        check_retention(model, args.min_retention, args.model)
+        return run_add_column(args, model, _source_spec(args))
     store = is_store_job(args)
     if not store:
         if not args.output:
@@ -415,6 +424,7 @@ def run_evaluate(args):
     model = load_model(args.model, trust=args.trust)
     _set_device(model, args.device)
     labels_col = (args.labels_column,) if args.labels_column else ()
+    warn_if_mapped(args.source, model, args.model)
     peek = open_table(args.source, _source_spec(args, labels_col), dtype=args.dtype)
     beside = _columns_beside_the_model(model, peek)
     X, Y, src, tgt, report, extra = _read_pair(args, labels_col, source_exclude=beside)

@@ -84,6 +84,10 @@ FILES = {
     "inspect": ((("--model", _option("model")),), ()),
     # rollback restores a version inside the table it names: no file is written beside it.
     "rollback": ((("--table", _option("table")),), ()),
+    # The upgrade commands write inside the store table they name.
+    "backfill": ((("--table", _option("table")), ("--vectors", _option("vectors"))), ()),
+    "status": ((("--table", _option("table")),), ()),
+    "cutover": ((("--table", _option("table")),), ()),
 }
 
 

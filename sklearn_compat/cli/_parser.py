@@ -253,21 +253,105 @@ def _add_store_options(tr):
         metavar="R",
         help="refuse unless the model's held-out retention (fit --holdout) is at least R",
     )
+    g.add_argument(
+        "--add-column",
+        metavar="NAME",
+        help="write the mapped vectors into a new vector column NAME of --input (the old "
+        "column and its index keep serving; a Chroma collection gets a sibling "
+        "collection); resumable: run it again to finish. Then 'backfill', 'status', "
+        "'cutover'",
+    )
+
+
+_STORE_METAVAR = "STORE"
+_STORE_HELP = (
+    "a vector store table: LanceDB DIR/NAME.lance, Chroma DIR::NAME, Postgres URI::TABLE "
+    "or Qdrant qdrant:DIR::NAME"
+)
 
 
 def _add_rollback(sub, parents):
     rb = sub.add_parser(
         "rollback",
         parents=[parents["common"]],
-        help="restore a LanceDB table's version, or a Postgres table's vectors, from "
-        "before a 'transform --replace'",
+        help="undo the last 'transform --replace' or 'cutover' of a store table, bit for "
+        "bit (run again to redo it)",
     )
-    rb.add_argument("--table", required=True, metavar="DIR/NAME.lance|URI::TABLE")
+    rb.add_argument("--table", required=True, metavar=_STORE_METAVAR, help=_STORE_HELP)
     rb.add_argument(
         "--to-version",
         type=positive_int,
         metavar="N",
         help="LanceDB: restore this version (default: the one the last migration replaced)",
+    )
+
+
+def _add_backfill(sub, parents):
+    bf = sub.add_parser(
+        "backfill",
+        parents=[parents["common"]],
+        help="write the new model's own vectors into an added column, by id",
+        description="Replace the mapped vectors of some rows of --column by the new "
+        "model's own (from --vectors, any table this command line reads), bit for bit, "
+        "each row marked native; ids the table does not hold are named and never "
+        "inserted. The same backfill twice changes nothing; an interrupted one is "
+        "finished by running it again.",
+    )
+    bf.add_argument("--table", required=True, metavar=_STORE_METAVAR, help=_STORE_HELP)
+    bf.add_argument("--column", required=True, metavar="NAME", help="the added vector column")
+    bf.add_argument(
+        "--vectors", required=True, metavar="EXPORT", help="the new model's vectors (a table)"
+    )
+    bf.add_argument("--id-column", required=True, metavar="ID", help="EXPORT's id column")
+    bf.add_argument("--vector-column", metavar="NAME", help="EXPORT's list-valued column")
+    bf.add_argument("--prefix", help="EXPORT's embedding columns: numeric columns with PREFIX")
+    bf.add_argument(
+        "--refit",
+        action="store_true",
+        help="then re-fit the map on every native row (old column, new column) with the "
+        "same method and settings; kept only if its held-out retention beats the current "
+        "map's (both printed), and the rows still mapped are mapped again",
+    )
+    bf.add_argument(
+        "--rows-per-batch",
+        type=positive_int,
+        default=DEFAULT_ROWS_PER_BATCH,
+        metavar="N",
+        help=f"rows per batch; memory is bounded by it (default {DEFAULT_ROWS_PER_BATCH})",
+    )
+    _add_device(bf, "where to compute the refit")
+
+
+def _add_status(sub, parents):
+    st = sub.add_parser(
+        "status",
+        parents=[parents["common"]],
+        help="how far the upgrade of a store table is: its vector columns and ledger",
+        description="Per vector column: dimension, rows, mapped (by which model, since "
+        "when), native, missing; the ledger of migrations, backfills, refits and "
+        "cutovers; the held-out retention of the current map.",
+    )
+    st.add_argument("--table", required=True, metavar=_STORE_METAVAR, help=_STORE_HELP)
+    st.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _add_cutover(sub, parents):
+    cu = sub.add_parser(
+        "cutover",
+        parents=[parents["common"]],
+        help="serve an added column under the old column's name (rollback undoes it)",
+        description="The added column is served under the name of the column it was "
+        "added beside (queries unchanged); the old one is kept under a name 'status' "
+        "shows. One transaction or table version; 'sklearn-compat rollback' undoes it.",
+    )
+    cu.add_argument("--table", required=True, metavar=_STORE_METAVAR, help=_STORE_HELP)
+    cu.add_argument("--column", required=True, metavar="NAME", help="the added vector column")
+    cu.add_argument(
+        "--min-native",
+        type=_retention,
+        metavar="R",
+        help="refuse unless at least this share of the rows hold the new model's own "
+        "vectors (native)",
     )
 
 
@@ -482,6 +566,9 @@ COMMANDS = (
     _add_search,
     _add_export,
     _add_inspect,
+    _add_backfill,
+    _add_status,
+    _add_cutover,
     _add_rollback,
 )
 

@@ -8,15 +8,12 @@ that only becomes the output once every row is in it and checked (see
 is finished by the same command with ``--resume``.
 """
 
-import hashlib
-import shlex
 import signal
 import sys
 import threading
 from contextlib import contextmanager
 
 from ..io._common import STORES, InputError, table_format
-from ..io._read import open_table
 from ._mapping import check_width, map_batch, model_input, model_width, progress, source_columns
 from ._stages import mark
 
@@ -124,94 +121,103 @@ def check_retention(model, minimum, model_path):
 
 
 # ------------------------------------------------------------------------ transform
-def _digest(path):
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
+def _job(args, source, reader, model_info):
+    """The migration's ledger entry, without its time (added when it finishes): what a
+    staging records and a resumed run must match."""
+    from ..io._stores import ledger
+
+    job = ledger.entry(
+        "replace" if args.replace else "transform",
+        column=args.output_column or reader.list_column,
+        model=model_info,
+        input=source.display(),
+        # The first migrations' keys, which their rooms' resume checks still compare.
+        model_sha256=model_info["sha256"],
+        vector_column=reader.list_column or ",".join(reader.vector_columns),
+    )
+    del job["time"], job["rows"]
+    return job
 
 
-def _migration(args, reader, width):
-    """The store writer for this job: a LanceDB table, a Chroma collection or a Postgres
-    table."""
-    kind = reader.format
-    target = args.input if args.replace else args.output
-    if table_format(target) != kind:
+def _target(args, source):
+    """The store the migration writes: the input's (``--replace``) or ``--output``'s,
+    which must be a store of the input's kind."""
+    from ..io._stores import open_store
+
+    if args.replace:
+        return source
+    kind = _store_kind(args.output)
+    if kind != source.kind:
+        what = f"a {kind} table" if kind else "a file table"
         raise InputError(
-            f"--resume finishes a migration into a store of the input's kind ({kind}); a "
-            f"{table_format(target)} output is written by a plain transform (ids and "
-            "vectors): the same command without --resume",
-            path=target,
+            f"--resume finishes a migration into a store of the input's kind "
+            f"({source.kind}); {what} is written by a plain transform (ids and vectors): "
+            "the same command without --resume",
+            path=open_store(args.output).display() if kind else args.output,
         )
-    job = {
-        "input": reader.path,
-        "model_sha256": _digest(args.model),
-        "vector_column": reader.list_column or ",".join(reader.vector_columns),
-    }
-    options = {"replace": args.replace, "resume": args.resume, "force": args.force}
-    if kind == "pgvector":
-        from ..io._pgvector_write import PgvectorMigration
-
-        column = args.output_column or reader.list_column
-        return PgvectorMigration(reader, args.output, width, column, job, **options)
-    if kind == "lance":
-        from ..io._lance import LanceMigration
-
-        column = args.output_column or reader.list_column or "vector"
-        return LanceMigration(reader, args.output, width, column, job, **options)
-    from ..io._chroma import ChromaMigration
-
-    return ChromaMigration(reader, args.output, width, job, **options)
+    return open_store(args.output)
 
 
 def run_store_transform(args, model, spec):
-    """``transform`` whose input or output is a store (``model`` loaded and gated)."""
+    """``transform`` whose input or output is a store (``model`` loaded and gated):
+    every step through the store interface (:mod:`sklearn_compat.io._stores`)."""
     import numpy as np
+
+    from ..io._stores import ledger, open_store
 
     if args.replace and args.output:
         raise InputError("--replace writes into --input; give no --output")
     if not args.replace and not args.output:
         raise InputError("give --output (a new table), or --replace to migrate in place")
-    reader = open_table(args.input, spec, dtype=args.dtype)
-    if reader.format not in STORES:
+    if _store_kind(args.input) is None:
         raise InputError(
-            "--resume and --replace apply to a migration from a LanceDB table or a Chroma "
-            "collection; a file table is written into a store by the same command "
-            "without them",
-            path=reader.path,
+            "--resume and --replace apply to a migration from a vector store table (a "
+            "LanceDB table, a Chroma collection, a Postgres or Qdrant table); a file table "
+            "is written into a store by the same command without them",
+            path=args.input,
         )
-    _refuse_mapping_twice(args, reader)
+    source = open_store(args.input)
+    reader = source.reader(spec, _dtype(args.dtype))
+    model_info = ledger.model_entry(model, args.model)
+    _refuse_mapping_twice(args, source, reader, model_info)
     expected = model_width(model, args.model)
     check_width(reader, expected, args.model)
     columns = source_columns(model, reader)
     probe = model_input(np.zeros((1, expected)), *columns)
     width = int(model.transform(probe).shape[1])
-    migration = _migration(args, reader, width)
+    target = _target(args, source)
+    migration = target.migration(
+        reader, width, args.output_column, _job(args, source, reader, model_info),
+        replace=args.replace, resume=args.resume, force=args.force,
+    )  # fmt: skip
     try:
         return _migrate(args, model, reader, columns, migration)
     finally:
         migration.release()
 
 
-def _refuse_mapping_twice(args, reader):
-    """Refuse (unless ``--force``) to map a table that already holds this model's output:
-    the vectors would be mapped twice."""
-    done = reader.migration() or {}
-    if args.force or done.get("model_sha256") != _digest(args.model):
-        return
-    since = f" since {done['finished']}" if done.get("finished") else ""
-    if args.replace and reader.format == "lance":
-        undo = (
-            f"undo the migration with: sklearn-compat rollback --table {shlex.quote(reader.path)}"
-        )
+def _dtype(name):
+    import numpy as np
+
+    return {"float32": np.float32, "float64": np.float64, None: None}[name]
+
+
+def _refuse_mapping_twice(args, source, reader, model_info):
+    """Refuse (unless ``--force``) to map a table whose ledger says it holds this
+    model's output: the vectors would be mapped twice.  The ledger is in the table
+    itself, so dropping the kept old vectors does not lift the guard."""
+    from ..io._stores import ledger
+
+    entries = source.ledger()
+    done = ledger.last_mapping(entries)
+    if done is not None and done.get("action") == "replace" and ledger.same_model(
+        done.get("model"), model_info
+    ):
+        hint = f"undo the migration with: {source.undo_line()}"
     else:
-        undo = f"map its input ({done.get('input', 'the original table')}) instead"
-    raise InputError(
-        f"holds the output of the model {args.model}{since} (a sklearn-compat migration); "
-        f"mapping it again would apply the map twice: {undo}, or pass --force to map it "
-        "again on purpose",
-        path=reader.path,
+        hint = "map the original table instead"
+    ledger.refuse_mapping_twice(
+        entries, model_info, source.display(), force=args.force, hint=hint
     )
 
 
@@ -279,19 +285,13 @@ def _stop_between_batches():
 
 # ------------------------------------------------------------------------- rollback
 def run_rollback(args):
-    fmt = table_format(args.table)
-    if fmt == "pgvector":
-        from ..io._pgvector_rollback import rollback_pgvector
+    """Undo the last ``--replace`` or ``cutover`` of a store table (its room reads the
+    ledger: :func:`sklearn_compat.io._stores.ledger.rollback_target`)."""
+    from ..io._stores import open_store
 
-        _log(rollback_pgvector(args.table, args.to_version))
-        return 0
-    if fmt != "lance":
-        raise InputError(
-            "rollback restores a LanceDB table's earlier version (DIR/NAME.lance) or the "
-            "vectors a Postgres table's last --replace kept (URI::TABLE)",
-            path=args.table,
-        )
-    from ..io._lance import rollback_lance
-
-    _log(rollback_lance(args.table, args.to_version))
+    store = open_store(args.table)
+    try:
+        _log(store.rollback(args.to_version))
+    finally:
+        store.close()
     return 0

@@ -1,5 +1,5 @@
 """Reading and writing embedding tables (CSV, Parquet, .npy, LanceDB, Chroma, Postgres with
-pgvector) and fitted models.
+pgvector, Qdrant) and fitted models.
 
 Fitted linear maps are exported for a serving stack (numpy ``.npz``, FAISS, ONNX, or
 appended to the new model's sentence-transformers folder) with :func:`export_map`;
@@ -11,8 +11,11 @@ per dimension) or as one list-valued column.  The format comes from the file nam
 table ``DIR/NAME.lance`` (``lancedb.connect(DIR).open_table(NAME)``) or a Chroma
 collection ``DIR::NAME`` (``chromadb.PersistentClient(DIR).get_collection(NAME)``) or a
 Postgres table ``URI::TABLE`` (a libpq connection URI, then the table; its ``vector`` or
-``halfvec`` column is the embedding, its primary key the ids), with the extras
-``[lancedb]``, ``[chroma]`` and ``[pgvector]``.  Each format is one private module.
+``halfvec`` column is the embedding, its primary key the ids) or a Qdrant collection
+``qdrant:DIR::NAME`` (local mode, ``QdrantClient(path=DIR)``) or
+``qdrant[s]://HOST[:PORT]::NAME`` (a server; its point ids are the ids), with the extras
+``[lancedb]``, ``[chroma]``, ``[pgvector]`` and ``[qdrant]``.  Each format is one private
+module.
 
 ``.npy`` tables are either a plain 2-d float array (ids are the row numbers) or a
 structured array with an id field and either one float sub-array field (the list form)

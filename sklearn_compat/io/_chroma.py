@@ -20,11 +20,69 @@ from ._common import CHROMA_SEPARATOR, InputError, check_same_job
 from ._ownership import OWNER_KEY, OutputLock
 from ._table_reader import Batch, TableReader
 
-__all__ = ["ChromaReader", "ChromaMigration", "ChromaSink", "split_chroma_path"]
+__all__ = [
+    "ChromaReader",
+    "ChromaMigration",
+    "ChromaSink",
+    "LEDGER_KEY",
+    "read_ledger",
+    "split_chroma_path",
+]
 
 # Name ending of the staging collection; collection metadata key of a migration (JSON).
 STAGING_SUFFIX = ".partial"
 MIGRATION_KEY = "sklearn_compat_migration"
+# Collection metadata key of the collection's ledger (a JSON list of entries, see
+# sklearn_compat.io._stores.ledger); every key this package writes starts with PREFIX.
+LEDGER_KEY = "sklearn_compat_ledger"
+PREFIX = "sklearn_compat_"
+
+
+def read_ledger(metadata):
+    """The ledger a collection's metadata records, oldest first (a collection written by
+    the first migrations, which recorded only their job, reads as a one-entry ledger)."""
+    metadata = metadata or {}
+    raw = metadata.get(LEDGER_KEY)
+    if raw is not None:
+        try:
+            entries = json.loads(raw)
+        except ValueError:
+            entries = None
+        if isinstance(entries, list):
+            return entries
+    raw = metadata.get(MIGRATION_KEY)
+    if raw is None:
+        return []
+    job = json.loads(raw)
+    if job.get("action"):
+        return [{k: v for k, v in job.items() if k != "finished"}]
+    return [
+        {
+            "action": "transform",
+            "column": "embedding",
+            "model": {"sha256": job.get("model_sha256"), "path": job.get("model_path")},
+            "input": job.get("input"),
+            "rows": job.get("rows"),
+            "time": job.get("finished"),
+        }
+    ]
+
+
+def own_keys_removed(metadata):
+    """A collection's metadata without the keys this package writes (what a new
+    collection made from it inherits)."""
+    return {k: v for k, v in (metadata or {}).items() if not k.startswith(PREFIX)}
+
+
+def _check_job(job, info, staging, target):
+    if job.get("action"):
+        from ._stores.ledger import check_resume
+
+        check_resume(job, info, staging, target)
+    else:
+        check_same_job(job, info, staging, target)
+
+
 _COLUMNS = ["id", "embedding", "document", "metadata"]
 _INCLUDE = {"embedding": "embeddings", "document": "documents", "metadata": "metadatas"}
 
@@ -181,20 +239,27 @@ class ChromaMigration:
     """Write the mapped rows of a :class:`ChromaReader` into a new collection, resumably
     (the interface of :class:`~sklearn_compat.io._lance.LanceMigration`)."""
 
-    def __init__(self, reader, output, width, job, *, replace=False, resume=False, force=False):
-        if replace:
+    def __init__(self, reader, output, width, job, *, replace=False, resume=False, force=False,
+                 promote=None):  # fmt: skip
+        if replace and promote is None:
             raise InputError(
                 "--replace migrates a LanceDB table in place (it keeps versions); write a "
                 "new Chroma collection with --output",
                 path=reader.path,
             )
+        # ``promote(staged, entry)``: with ``replace``, serves the checked staging under
+        # the input's name (see sklearn_compat.io._chroma_store); returns the log line.
+        self.replace, self.promote = replace, promote
+        output = reader.path if replace else output
         self.reader = reader
         directory, self.name = split_chroma_path(output)
         _check_name(self.name, output)
         self.target = output
         source_dir, source_name = split_chroma_path(reader.path)
-        if self.name == source_name and os.path.realpath(directory) == os.path.realpath(
-            source_dir
+        if (
+            not replace
+            and self.name == source_name
+            and os.path.realpath(directory) == os.path.realpath(source_dir)
         ):
             raise InputError(
                 "is also the input; write the mapped vectors into a new collection",
@@ -204,7 +269,7 @@ class ChromaMigration:
         self.staging = f"{directory}{CHROMA_SEPARATOR}{self.name}{STAGING_SUFFIX}"
         self._staging_name = self.name + STAGING_SUFFIX
         self.job = dict(job, rows=reader.n_rows)
-        if self.name in _names(self.client) and not force:
+        if not replace and self.name in _names(self.client) and not force:
             raise InputError("already exists (pass --force to replace it)", path=output)
         self.batch_limit = self.client.get_max_batch_size()
         self.done = 0
@@ -231,7 +296,7 @@ class ChromaMigration:
                 "to start over)",
                 path=self.target,
             )
-        check_same_job(self.job, info, self.staging, self.target)
+        _check_job(self.job, info, self.staging, self.target)
         metadata[OWNER_KEY] = self.lock.token
         collection.modify(metadata=_modifiable(metadata))
         self.collection, self.done = collection, done
@@ -252,7 +317,7 @@ class ChromaMigration:
     def write(self, page, Z):
         """Add one mapped batch to the staging collection (ids, documents, metadata kept)."""
         if self.collection is None:
-            metadata = dict(self.reader.collection.metadata or {})
+            metadata = own_keys_removed(self.reader.collection.metadata)
             metadata[MIGRATION_KEY] = json.dumps(self.job)
             metadata[OWNER_KEY] = self.lock.token
             # The distance and index settings travel too: a collection of another
@@ -305,9 +370,18 @@ class ChromaMigration:
                     "the staged collection's ids differ from the input's; delete it and run again",
                     path=self.staging,
                 )
+        finished = finished_at()
+        if self.replace:  # the input stays, kept beside the new one (for rollback)
+            metadata[MIGRATION_KEY] = json.dumps(dict(self.job, finished=finished))
+            self.collection.modify(metadata=_modifiable(metadata))
+            return self.promote(self.collection, dict(self.job, rows=n, time=finished))
         if self.name in _names(self.client):  # --force: the old one goes once the new is whole
             self.client.delete_collection(self.name)
-        metadata[MIGRATION_KEY] = json.dumps(dict(self.job, finished=finished_at()))
+        metadata[MIGRATION_KEY] = json.dumps(dict(self.job, finished=finished))
+        if self.job.get("action"):  # the new collection's ledger: this migration
+            entries = read_ledger(self.reader.collection.metadata)
+            entries.append(dict(self.job, rows=n, time=finished))
+            metadata[LEDGER_KEY] = json.dumps(entries, separators=(",", ":"))
         self.collection.modify(name=self.name, metadata=_modifiable(metadata))
         return f"wrote the Chroma collection {self.target} ({n} rows)"
 

@@ -13,6 +13,7 @@ __all__ = [
     "ColumnSpec",
     "table_format",
     "redact_uri",
+    "strip_secret",
     "csv_compression",
     "is_pattern",
     "FORMATS",
@@ -45,9 +46,14 @@ CHROMA_SEPARATOR = "::"
 # A Postgres table is named ``URI::TABLE``: a libpq connection URI (these schemes), then
 # the table's name, schema-qualified or not.  Checked before Chroma's ``DIR::NAME``.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+# A libpq keyword connection string (``host=db dbname=shop user=app password=...``) before
+# the ``::TABLE``: a Postgres table too, never a Chroma directory.
+KEYWORD_DSN = re.compile(
+    r"^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode)\s*=", re.I
+)
 
 # Formats that are databases (tables written as a new version or collection), not files.
-STORES = ("lance", "chroma", "pgvector")
+STORES = ("lance", "chroma", "pgvector", "qdrant")
 
 # Compressed CSV endings and the pyarrow codec that reads and writes each one.
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
@@ -90,6 +96,10 @@ def table_format(path):
     """
     if str(path).lower().startswith(POSTGRES_SCHEMES):
         return "pgvector"
+    if CHROMA_SEPARATOR in str(path) and KEYWORD_DSN.match(str(path)):
+        return "pgvector"
+    if str(path).lower().startswith(("qdrant:", "qdrants:")):
+        return "qdrant"
     if CHROMA_SEPARATOR in str(path):
         return "chroma"
     name = Path(path).name.lower()
@@ -110,8 +120,29 @@ def table_format(path):
     )
 
 
+# The password of a URI's user information: from ``user:`` to the last ``@`` of the
+# whitespace-free token (an unencoded password may hold ``@``, ``/`` or ``::``).
+_USERINFO = re.compile(r"(://[^:/@?#\s]*:)(\S*)@")
+# ``password=`` of a URI's query or of a libpq keyword string, quoted or not.
+_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&#]*)")
+
+
+def _password_end(value, after):
+    """``(secret, rest)`` of an unquoted ``password=`` value followed by the text
+    ``after``: when no ``::`` comes later, the table after the value's last ``::`` is
+    not part of it."""
+    if value.startswith("'") or "::" in after:
+        return value, ""
+    head, sep, tail = value.rpartition("::")
+    if sep and tail and re.fullmatch(r'[\w."$]+', tail):
+        return head, sep + tail
+    return value, ""
+
+
 def redact_uri(text):
-    """``text`` with the password of a connection URI in it replaced by ``***``.
+    """``text`` with every password of a connection URI or keyword string in it replaced
+    by ``***`` (the user information's, however many ``@`` or ``::`` it holds, and any
+    ``password=`` value, quoted or not).
 
     Messages name the table they are about; a password must not reach a log with them.
 
@@ -122,9 +153,41 @@ def redact_uri(text):
     'postgresql://app:***@db/shop::items'
     >>> redact_uri("postgresql://db/shop?user=app&password=s3cret::items")
     'postgresql://db/shop?user=app&password=***::items'
+    >>> redact_uri("postgresql://app:p@ss::w@db/shop::items")
+    'postgresql://app:***@db/shop::items'
+    >>> redact_uri("host=db password='a b' dbname=shop::items")
+    'host=db password=*** dbname=shop::items'
     """
-    text = re.sub(r"(://[^:/@?#]*:)[^@/?#]*@", r"\1***@", str(text))
-    return re.sub(r"(?i)(password=)[^&:]*", r"\1***", text)
+    text = _USERINFO.sub(r"\1***@", str(text))
+    return _PASSWORD.sub(
+        lambda m: m.group(1) + "***" + _password_end(m.group(2), m.string[m.end() :])[1], text
+    )
+
+
+def strip_secret(location):
+    """``location`` with its password taken out (not masked), for a command line a user
+    can paste: the password then comes from the environment (``PGPASSWORD``) or a
+    password file.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io._common import strip_secret
+    >>> strip_secret("postgresql://app:s3cret@db/shop?sslmode=require&password=x::items")
+    'postgresql://app@db/shop?sslmode=require::items'
+    >>> strip_secret("host=db password=s3cret dbname=shop::items")
+    'host=db dbname=shop::items'
+    """
+    text = _USERINFO.sub(lambda m: m.group(1)[:-1] + "@", str(location))
+
+    def drop(m):
+        return "\x00" + _password_end(m.group(2), m.string[m.end() :])[1]
+
+    text = _PASSWORD.sub(drop, text)
+    text = re.sub(r"\?\x00&", "?", text)  # ?password=x&b=1 -> ?b=1
+    text = re.sub(r"&\x00", "", text)
+    text = re.sub(r"\?\x00", "", text)
+    text = re.sub(r"\s*\x00\s*", " ", text).strip()
+    return text.replace(" ::", "::")
 
 
 def table_format_or_none(path):

@@ -23,10 +23,21 @@ from ._arrow import ArrowTableReader
 from ._common import InputError, check_same_job
 from ._ownership import OWNER_KEY, OutputLock
 
-__all__ = ["LanceReader", "LanceMigration", "LanceSink", "rollback_lance", "MIGRATION_KEY"]
+__all__ = [
+    "LEDGER_KEY",
+    "LanceReader",
+    "LanceMigration",
+    "LanceSink",
+    "rollback_lance",
+    "MIGRATION_KEY",
+    "read_ledger",
+]
 
 # Schema metadata key holding what a staged or finished migration was (JSON).
 MIGRATION_KEY = b"sklearn_compat.migration"
+# Schema metadata key of the table's ledger (a JSON list of entries, see
+# sklearn_compat.io._stores.ledger).
+LEDGER_KEY = "sklearn_compat.ledger"
 # Rows per read of a row range (see LanceReader.record_batches).
 _READ_ROWS = 4096
 # Name ending of the staging table beside the destination.
@@ -64,6 +75,62 @@ def migration_info(dataset):
     """The migration recorded in a table's schema metadata, or None."""
     raw = (dataset.schema.metadata or {}).get(MIGRATION_KEY)
     return None if raw is None else json.loads(raw)
+
+
+def list_indices(dataset):
+    """``dataset.list_indices()`` (name, type, fields of each index) without the
+    deprecation warning pylance 14 gives it (its replacement does not name the type)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return dataset.list_indices()
+
+
+def read_ledger(dataset):
+    """The ledger a table version records, oldest first (a table written by the first
+    migrations, which recorded only their job, reads as a one-entry ledger)."""
+    raw = (dataset.schema.metadata or {}).get(LEDGER_KEY.encode())
+    if raw is not None:
+        try:
+            entries = json.loads(raw)
+        except ValueError:
+            entries = None
+        if isinstance(entries, list):
+            return entries
+    job = migration_info(dataset)
+    return [] if not job else [_legacy_entry(job)]
+
+
+def _legacy_entry(job):
+    """A ledger entry from the job dict a migration recorded."""
+    if job.get("action"):
+        return {k: v for k, v in job.items() if k not in ("input_version", "finished")}
+    action = "replace" if "previous_version" in job else "transform"
+    return {
+        "action": action,
+        "column": job.get("column") or job.get("vector_column"),
+        "model": {"sha256": job.get("model_sha256"), "path": job.get("model_path")},
+        "input": job.get("input"),
+        "rows": job.get("rows"),
+        "time": job.get("finished"),
+        **({"previous": job["previous_version"]} if "previous_version" in job else {}),
+    }
+
+
+def _ledger_value(entries):
+    return json.dumps(entries, separators=(",", ":"))
+
+
+def _check_job(job, info, staging, target):
+    """Resume ownership: the staged job must be this run's (ledger entries are compared
+    by :func:`~sklearn_compat.io._stores.ledger.check_resume`)."""
+    if job.get("action"):
+        from ._stores.ledger import check_resume
+
+        check_resume(job, info, staging, target)
+    else:
+        check_same_job(job, info, staging, target)
 
 
 def _owner(dataset):
@@ -244,7 +311,7 @@ class LanceMigration:
                 path=self.target,
             )
         info = migration_info(staged) or {}
-        check_same_job(self.job, info, self.staging, self.target)
+        _check_job(self.job, info, self.staging, self.target)
         staged.update_schema_metadata({OWNER_KEY: self.lock.token})  # adopted by this run
         return done
 
@@ -285,17 +352,26 @@ class LanceMigration:
         if not self.replace:
             done = json.dumps(dict(self.job, finished=finished_at()))
             final = {MIGRATION_KEY.decode(): done}
+            if self.job.get("action"):  # the new table's ledger: the input's, and this
+                entries = read_ledger(self.reader.dataset) + [self._entry()]
+                final[LEDGER_KEY] = _ledger_value(entries)
             staged.replace_schema_metadata(final)  # the owner token goes
             self._swap_in()
             # The new table serves the input's queries: it gets the input's indexes.
             indexes = _rebuild_indices(
                 open_dataset(self.target),
-                self.reader.dataset.list_indices(),
+                list_indices(self.reader.dataset),
                 self.reader.dataset,
                 new_table=True,
             )
             return f"wrote the LanceDB table {self.target} ({staged.count_rows()} rows){indexes}"
         return self._replace_input(staged, log)
+
+    def _entry(self, **extra):
+        """This migration's ledger entry, as it finishes."""
+        entry = {k: v for k, v in self.job.items() if k != "input_version"}
+        entry.update(extra, rows=self.reader.n_rows, time=finished_at())
+        return entry
 
     def _verified(self):
         """The staging table, once every row is in it once, in the input's order."""
@@ -339,8 +415,12 @@ class LanceMigration:
                 path=self.target,
             )
         info = dict(self.job, previous_version=previous, finished=finished_at())
-        schema = self.schema.with_metadata({MIGRATION_KEY: json.dumps(info).encode()})
-        indices = latest.list_indices()  # an Overwrite commit keeps none of them
+        metadata = {MIGRATION_KEY: json.dumps(info).encode()}
+        if self.job.get("action"):  # the table's ledger, with this migration, in its commit
+            entries = read_ledger(latest) + [self._entry(previous=previous)]
+            metadata[LEDGER_KEY.encode()] = _ledger_value(entries).encode()
+        schema = self.schema.with_metadata(metadata)
+        indices = list_indices(latest)  # an Overwrite commit keeps none of them
         # No copy: the staged data files move into the table's data directory and one
         # Overwrite commit makes them its next version (Lance refuses it if another writer
         # committed since ``previous``).  The old version's files are left as they are.

@@ -54,8 +54,9 @@ class database_errors:
     """Turn a driver error inside the block into an :class:`InputError` naming ``path``,
     with ``what`` said first and ``then`` (what to do next) after the driver's line."""
 
-    def __init__(self, path, what, then=""):
+    def __init__(self, path, what, then="", secret=None):
         self.path, self.what, self.then = path, what, then
+        self.secret = secret
 
     def __enter__(self):
         return self
@@ -69,8 +70,24 @@ class database_errors:
         lost = isinstance(exc, psycopg.OperationalError)
         why = "the connection to the database was lost" if lost else first_line(exc)
         detail = f" ({first_line(exc)})" if lost else ""
-        tail = f"; {self.then}" if self.then else ""
-        raise InputError(f"{self.what}: {why}{detail}{tail}", path=self.path) from None
+        # What to do next (``--resume``...) helps after a lost connection or a conflict
+        # with another transaction; a refused privilege or a bad value fails the same way
+        # when run again.
+        transient = lost or isinstance(exc, psycopg.errors.TransactionRollback)
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            tail = (
+                "; another session holds the table (a long transaction or query: see "
+                "pg_stat_activity); nothing changed, run again when it ends"
+            )
+        elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            tail = (
+                "; the database role lacks that privilege: grant it (or connect as a role "
+                "that has it), then run again"
+            )
+        else:
+            tail = f"; {self.then}" if self.then and transient else ""
+        message = scrub(f"{self.what}: {why}{detail}{tail}", self.secret)
+        raise InputError(message, path=self.path) from None
 
 
 class TableName:
@@ -97,15 +114,28 @@ class TableName:
 
     @classmethod
     def parse(cls, text, path):
+        """The name ``text`` (an input's or an output's: the same rules), or an
+        InputError: an unquoted part is an SQL identifier (letters, digits, ``_``,
+        ``$``; folded to lower case), anything else is double-quoted, and no part is
+        longer than Postgres keeps (63 bytes)."""
         parts = re.findall(r'"((?:[^"]|"")+)"|([^".]+)', text)
         words = [quoted.replace('""', '"') if quoted else bare.lower() for quoted, bare in parts]
         rebuilt = ".".join(f'"{q}"' if q else b for q, b in parts)
-        if not 1 <= len(words) <= 2 or rebuilt != text.strip() or not all(words):
+        bare_ok = all(q or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", b) for q, b in parts)
+        if not 1 <= len(words) <= 2 or rebuilt != text.strip() or not all(words) or not bare_ok:
             raise InputError(
-                f"{text!r} is not a table name (TABLE or SCHEMA.TABLE; double-quote names "
-                "with capitals or dots)",
+                f"{text!r} is not a table name (TABLE or SCHEMA.TABLE, each an SQL "
+                "identifier: letters, digits and _; double-quote a name with capitals, "
+                "dots, spaces or other signs)",
                 path=path,
             )
+        for word in words:
+            if len(word.encode()) > MAX_IDENTIFIER:
+                raise InputError(
+                    f"the name {word[:20]!r}... is {len(word.encode())} bytes long; Postgres "
+                    f"keeps only the first {MAX_IDENTIFIER} bytes of a name: give a shorter one",
+                    path=path,
+                )
         return cls(*([None] + words)[-2:])
 
     def sibling(self, suffix):
@@ -155,14 +185,95 @@ def split_pg_path(path):
     return uri, TableName.parse(name.strip(), redact_uri(path))
 
 
+def secrets_of(location):
+    """The password-like parts of a connection URI or keyword string (and of each piece
+    an unencoded ``@`` splits them into): driver messages that echo one are scrubbed.
+
+    Examples
+    --------
+    >>> from sklearn_compat.io._pgvector import secrets_of
+    >>> secrets_of("postgresql://app:p@ss::w@db/shop")
+    ['p@ss::w', 'ss::w']
+    >>> secrets_of("host=db password='a b' dbname=shop")
+    ['a b']
+    """
+    text = str(location or "")
+    found = []
+    head = text.split("?", 1)[0]
+    if "://" in head:
+        authority = text.split("://", 1)[1]
+        if "@" in authority:
+            info = authority.rsplit("@", 1)[0]
+            if ":" in info:
+                found.append(info.split(":", 1)[1])
+    for match in re.finditer(r"(?i)\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&#]*)", text):
+        value = match.group(1)
+        if value.startswith("'") and value.endswith("'") and len(value) > 1:
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        found.append(value)
+    pieces = []
+    for secret in found:
+        pieces += [p for p in secret.split("@")[1:] if len(p) >= 3]
+        pieces += [unquote(secret)] if unquote(secret) != secret else []
+    out = []
+    for secret in found + pieces:
+        if secret and secret not in out:
+            out.append(secret)
+    return out
+
+
+def unquote(text):
+    from urllib.parse import unquote as _unquote
+
+    return _unquote(text)
+
+
+def scrub(text, location):
+    """``text`` without any password of ``location`` in it (each replaced by ``***``),
+    and with every URI password masked."""
+    text = str(text)
+    for secret in sorted(secrets_of(location), key=len, reverse=True):
+        if len(secret) >= 3:  # a shorter one would mask ordinary words
+            text = text.replace(secret, "***")
+    return redact_uri(text)
+
+
+# Where libpq reads a password left out of a location.
+SECRET_SOURCES = ("PGPASSWORD", "~/.pgpass")
+
+
+def undo_line(location, command="rollback"):
+    """``sklearn-compat COMMAND --table LOCATION``, shell-quoted, the password left out of
+    the location (then read from ``PGPASSWORD`` or ``~/.pgpass``, as the line says).
+
+    Examples
+    --------
+    >>> from sklearn_compat.io._pgvector import undo_line
+    >>> print(undo_line("postgresql://app:pw@db/shop?a=1&b=2::items"))
+    sklearn-compat rollback --table 'postgresql://app@db/shop?a=1&b=2::items' \
+(the password from PGPASSWORD or ~/.pgpass)
+    """
+    import shlex
+
+    from ._common import strip_secret
+
+    words = ["sklearn-compat", command, "--table", strip_secret(location)]
+    line = " ".join(shlex.quote(w) for w in words)
+    if redact_uri(location) != location:
+        line += f" (the password from {' or '.join(SECRET_SOURCES)})"
+    return line
+
+
 def connect(uri, path, *, autocommit=False):
-    """A connection to the database of ``uri`` that has pgvector, or an InputError."""
+    """A connection to the database of ``uri`` that has pgvector, or an InputError (the
+    driver's line scrubbed of the password, however it was written)."""
     psycopg = import_psycopg()
     try:
         conn = psycopg.connect(uri, autocommit=autocommit)
     except psycopg.Error as exc:
-        raise InputError(f"cannot connect to the database: {first_line(exc)}", path=path) from None
-    with database_errors(path, "cannot read the catalog"):
+        message = scrub(f"cannot connect to the database: {first_line(exc)}", uri)
+        raise InputError(message, path=path) from None
+    with database_errors(path, "cannot read the catalog", secret=uri):
         found = conn.execute("SELECT to_regtype('vector') IS NOT NULL").fetchone()[0]
         if not autocommit:
             conn.rollback()
@@ -240,6 +351,19 @@ def primary_key(conn, oid):
     return [r[0] for r in rows]
 
 
+def unique_column(conn, oid, column):
+    """Whether a unique index (or the primary key) covers ``column`` alone: its values
+    are then one per row and never NULL (a unique index allows NULLs: checked too)."""
+    row = conn.execute(
+        "SELECT bool_or(i.indisprimary), bool_or(a.attnotnull) FROM pg_index i "
+        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
+        "WHERE i.indrelid = %s AND i.indisunique AND i.indnatts = 1 AND a.attname = %s "
+        "AND i.indexprs IS NULL AND i.indpred IS NULL",
+        [oid, column],
+    ).fetchone()
+    return bool(row and (row[0] or row[1]))
+
+
 def vector_indexes(conn, oid, column):
     """The indexes on ``column`` alone: ``[{name, method, opclass, options}]``."""
     rows = conn.execute(
@@ -309,6 +433,8 @@ class PgvectorReader(TableReader):
 
     format = "pgvector"
     form = "list"
+    # Rows come in id order: messages name a row by its id, not its position.
+    rows_in_file_order = False
 
     def __init__(self, path, spec, dtype, extra_columns):
         super().__init__(redact_uri(path), spec, dtype, extra_columns)
@@ -350,6 +476,9 @@ class PgvectorReader(TableReader):
             chosen = vectors[0]
         elif not vectors:
             raise InputError("has no vector or halfvec column", path=self.path)
+        elif len(served := self._served(vectors)) == 1:
+            # The others are columns an upgrade added beside it or kept after a cutover.
+            chosen = served[0]
         else:
             raise InputError(
                 f"several vector columns ({', '.join(map(repr, vectors))}); name the "
@@ -380,25 +509,60 @@ class PgvectorReader(TableReader):
                 raise InputError(f"no column {name!r}", path=self.path)
         self.id = by_name[self.id_column]
 
+    def _served(self, vectors):
+        """The vector columns that serve the table: not added by ``transform
+        --add-column`` beside another (until cut over), nor kept by a cutover."""
+        notes = dict(
+            self.conn.execute(
+                "SELECT attname, col_description(attrelid, attnum) FROM pg_attribute "
+                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+                [self.oid],
+            ).fetchall()
+        )
+        served = []
+        for name in vectors:
+            try:
+                note = json.loads(notes.get(name) or "{}").get("sklearn_compat") or {}
+            except (ValueError, AttributeError):
+                note = {}
+            if not (note.get("beside") or note.get("kept_by_cutover")):
+                served.append(name)
+        return served
+
     # ------------------------------------------------------------------ queries
     def _from(self):
         return self.table.sql().as_string(self.conn)
 
-    def query(self, send_columns=(), after=None):
-        """The SELECT of a batch stream: the id's value, the vector's binary form, then
-        each of ``send_columns`` in its binary form (bytea), then the extra columns."""
+    def id_value(self):
+        """The id as the reader returns it: an integer, or its text."""
         from psycopg import sql
 
         ident = self.id.ident()
-        id_value = (
-            ident if self.id.type_name in _INTEGER_TYPES else sql.SQL("{}::text").format(ident)
-        )
-        items = [id_value, _send(self.vector)]
+        if self.id.type_name in _INTEGER_TYPES:
+            return ident
+        return sql.SQL("{}::text").format(ident)
+
+    def query(self, send_columns=(), after=None, version=False, only=None):
+        """The SELECT of a batch stream: the id's value, the vector's binary form, then
+        each of ``send_columns`` in its binary form (bytea), then (with ``version``) the
+        row version (``xmin`` as a number: it changes whenever the row is written), then
+        the extra columns.  ``after``: only ids above it; ``only``: only these ids (as
+        the reader returns them)."""
+        from psycopg import sql
+
+        ident = self.id.ident()
+        items = [self.id_value(), _send(self.vector)]
         items += [_send(c) for c in send_columns]
+        if version:
+            items.append(sql.SQL("xmin::text::int8"))
         items += [sql.Identifier(c) for c in self.extra_columns]
         where = sql.SQL("")
         params = []
-        if after is not None:
+        if only is not None:
+            array = "int8[]" if self.id.type_name in _INTEGER_TYPES else "text[]"
+            where = sql.SQL(" WHERE {} = ANY(%s::{})").format(self.id_value(), sql.SQL(array))
+            params = [list(only)]
+        elif after is not None:
             where = sql.SQL(" WHERE {} > %s").format(ident)
             params = [after]
         text = sql.SQL("SELECT {} FROM {}{} ORDER BY {}").format(
@@ -406,9 +570,9 @@ class PgvectorReader(TableReader):
         )
         return text, params
 
-    def rows(self, batch_size, send_columns=(), after=None, then=""):
+    def rows(self, batch_size, send_columns=(), after=None, then="", version=False, only=None):
         """Lists of at most ``batch_size`` raw rows (see :meth:`query`) at the snapshot."""
-        text, params = self.query(send_columns, after)
+        text, params = self.query(send_columns, after, version, only)
         self._cursors += 1
         with database_errors(self.path, "cannot read the table", then):
             cursor = self.conn.cursor(f"sklearn_compat_read_{self._cursors}", binary=True)
@@ -471,9 +635,28 @@ class PgvectorReader(TableReader):
                 yield self.to_batch(rows[skip:], start + skip)
             start += len(rows)
 
+    def ledger(self):
+        """The table's ledger entries, oldest first (see
+        :mod:`sklearn_compat.io._pgvector_ledger`), read at the reader's snapshot."""
+        from ._pgvector_ledger import read_entries
+
+        with database_errors(self.path, "cannot read the ledger"):
+            return read_entries(self.conn, self.table)
+
     def migration(self):
-        """What the sklearn-compat migration that wrote this table recorded in its comment
-        (its job: model digest, input, when it finished...), or None."""
+        """The migration whose output the table's vector column holds (the last mapping
+        in effect the ledger records: ``model_sha256``, ``input``, ``finished``...), or
+        None; a table an earlier version migrated records it in its comment."""
+        from ._stores.ledger import last_mapping
+
+        done = last_mapping(self.ledger(), self.list_column)
+        if done is not None:
+            model = done.get("model") or {}
+            return dict(
+                done,
+                model_sha256=model.get("sha256") or done.get("model_sha256"),
+                finished=done.get("time"),
+            )
         with database_errors(self.path, "cannot read the table"):
             return table_comment(self.conn, self.table).get("migration")
 

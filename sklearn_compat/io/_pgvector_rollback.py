@@ -9,6 +9,7 @@ from ._pgvector import (
     table_columns,
     table_comment,
     table_oid,
+    undo_line,
     vector_indexes,
 )
 from ._pgvector_sql import (
@@ -22,10 +23,10 @@ from ._pgvector_sql import (
     table_exists,
 )
 
-__all__ = ["rollback_pgvector"]
+__all__ = ["swap_kept"]
 
 
-def rollback_pgvector(path, to_version=None):
+def swap_kept(path, to_version=None, target=None):
     """Swap a Postgres table's vectors with those its last ``--replace`` kept.
 
     The restored vectors are the kept ones bit for bit, in the column type they had; the
@@ -38,12 +39,18 @@ def rollback_pgvector(path, to_version=None):
         ``URI::TABLE``.
     to_version : None
         Postgres tables keep one earlier set of vectors; versions are LanceDB's.
+    target : dict or None
+        The ledger entry this rollback acts on (the ``--replace``, or the rollback it
+        redoes); the ``rollback`` entry is appended in the same transaction.
 
     Returns
     -------
     str
         A line for the log.
     """
+    from ._pgvector_ledger import append_entry
+    from ._stores.ledger import entry, undo_reference
+
     shown = redact_uri(path)
     if to_version is not None:
         raise InputError(
@@ -59,6 +66,13 @@ def rollback_pgvector(path, to_version=None):
         hold_lock(conn, table, shown)
         table_oid(conn, table, shown)
         if not table_exists(conn, kept):
+            if target is not None:
+                raise InputError(
+                    f"the ledger's last change to undo is the {target.get('action')} of "
+                    f"{target.get('time')}, but its kept vectors ({kept}) were dropped: "
+                    "nothing to restore",
+                    path=shown,
+                )
             raise InputError(
                 f"no kept vectors ({kept} does not exist): the table was not migrated with "
                 "'transform --replace', or its old vectors were dropped",
@@ -92,9 +106,13 @@ def rollback_pgvector(path, to_version=None):
         set_comment(
             conn, kept, dict(info, type=vector.type_sql, not_null=vector.not_null, indexes=indexes)
         )
+        if target is not None:
+            undoes = undo_reference(target)
+            append_entry(conn, table, entry("rollback", column=column, undoes=undoes))
         conn.commit()
     conn.close()
     return (
         f"restored the vectors of {shown} ({info['type']}); the vectors it had "
-        f"({vector.type_sql}) are kept in {kept}: the same command swaps them back"
+        f"({vector.type_sql}) are kept in {kept}; the same command swaps them back: "
+        f"{undo_line(path)}"
     )

@@ -45,15 +45,31 @@ def lock_key(conn, table):
 
 def hold_lock(conn, table, path):
     """Hold the advisory lock of ``table`` for this connection's life, or refuse."""
+    from ..exceptions import OutputLocked
+
     key = lock_key(conn, table)
     got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [key]).fetchone()
-    conn.commit()
     if not got[0]:
-        raise InputError(
-            "another sklearn-compat run is writing this table now (it holds the table's "
-            "advisory lock); wait for it to end or stop it",
+        # The holder, as far as this role may see it.
+        holder = conn.execute(
+            "SELECT a.pid, a.application_name, a.backend_start FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+            "AND l.granted AND l.objid = (hashtextextended(%s, 0) & 4294967295)::oid "
+            "AND l.pid <> pg_backend_pid() LIMIT 1",
+            [key],
+        ).fetchone()
+        conn.commit()
+        who = ""
+        if holder is not None:
+            since = holder[2].strftime("%Y-%m-%d %H:%M:%S") if holder[2] else "?"
+            app = f", application {holder[1]!r}" if holder[1] else ""
+            who = f" (server process {holder[0]}{app}, connected since {since})"
+        raise OutputLocked(
+            f"another sklearn-compat run is writing this table now: it holds the table's "
+            f"advisory lock{who}; wait for it to end or stop it",
             path=path,
         )
+    conn.commit()
 
 
 def set_comment(conn, table, info):

@@ -24,25 +24,23 @@ Files holding Python objects (pickles) are refused: loading them could run code.
 
 import importlib
 
-from ._common import ColumnSpec, InputError, is_pattern, table_format
+from ._common import STORES, ColumnSpec, InputError, is_pattern, table_format
 from ._table_reader import _FLOAT_DTYPES, Batch, TableReader
 
 __all__ = ["Batch", "TableReader", "open_table", "read_table", "READERS"]
 
-# Each format's reader, imported on first use: a new format (or store) is one module
-# with a TableReader subclass, and one line here.
+# Each file format's reader, imported on first use: a new format is one module with a
+# TableReader subclass, and one line here.  A store's reader comes from its Store (see
+# ._stores.registry).
 READERS = {
     "csv": ("._csv", "CsvReader"),
     "parquet": ("._parquet", "ParquetReader"),
     "npy": ("._npy", "NpyReader"),
-    "lance": ("._lance", "LanceReader"),
-    "chroma": ("._chroma", "ChromaReader"),
-    "pgvector": ("._pgvector", "PgvectorReader"),
 }
 
 
 def reader_class(fmt):
-    """The :class:`TableReader` subclass of format ``fmt`` (a key of :data:`READERS`)."""
+    """The :class:`TableReader` subclass of file format ``fmt`` (a key of :data:`READERS`)."""
     module, name = READERS[fmt]
     return getattr(importlib.import_module(module, __package__), name)
 
@@ -90,6 +88,10 @@ def open_table(path, spec=None, *, dtype=None, extra_columns=()):
             f"{fmt.upper()} file at a time",
             path=path,
         )
+    if fmt in STORES:
+        from ._stores import open_store
+
+        return open_store(path).reader(spec, _FLOAT_DTYPES[dtype], tuple(extra_columns))
     return reader_class(fmt)(str(path), spec, _FLOAT_DTYPES[dtype], tuple(extra_columns))
 
 

@@ -9,7 +9,6 @@ refused unless ``force=True``.
 
 import csv
 import glob
-import importlib
 import io
 import os
 import signal
@@ -21,16 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import InputError, csv_compression, is_pattern, table_format
+from ._common import STORES, InputError, csv_compression, is_pattern, table_format
 
 __all__ = ["AtomicOutput", "OutputLayout", "TableWriter", "write_table"]
 
-# Writers of the stores (close, commit and abort like a file's sink and AtomicOutput).
-_STORE_SINKS = {
-    "lance": ("._lance", "LanceSink"),
-    "chroma": ("._chroma", "ChromaSink"),
-    "pgvector": ("._pgvector_sink", "PgvectorSink"),
-}
 # Rows per slice handed to pyarrow's Parquet writer (see _ParquetSink.write).
 _WRITE_STEP = 4096
 # Spare digits kept in a .npy header so the row count can be written once it is known.
@@ -316,11 +309,11 @@ class TableWriter:
         self.layout = layout
         self.path = str(path)
         self.n_rows = 0
-        if self.format in _STORE_SINKS:
-            # A store's sink stages the table and moves it into place itself.
-            module, name = _STORE_SINKS[self.format]
-            sink = getattr(importlib.import_module(module, __package__), name)
-            self._impl = self._out = sink(self.path, layout, force=force)
+        if self.format in STORES:
+            # A store's sink (Store.sink) stages the table and moves it into place itself.
+            from ._stores import open_store
+
+            self._impl = self._out = open_store(self.path).sink(layout, force=force)
             return
         self._out = AtomicOutput(path, force=force, inputs=inputs)
         if self.format == "csv":

@@ -1,0 +1,224 @@
+"""The upgrade of a store from the command line: ``transform --add-column``,
+``backfill [--refit]``, ``status``, ``cutover`` (``rollback``: :mod:`._stores`).
+
+Thin: options parsed into calls of :mod:`sklearn_compat.io._stores.upgrade`, which does
+every step through the store interface.
+"""
+
+import json
+import sys
+
+from ..io._common import ColumnSpec, InputError
+from ._mapping import check_width, model_input, model_width, source_columns
+from ._stores import _dtype, _stop_between_batches, _store_kind
+
+__all__ = ["run_add_column", "run_backfill", "run_cutover", "run_status", "warn_if_mapped"]
+
+
+def _log(message):
+    print(message, file=sys.stderr)
+
+
+def _mapper(model, columns, where):
+    """``X -> model.transform(X)`` with the model's column order and names; a model error
+    becomes one line naming ``where``."""
+    from .._core.backend import batch_invariant_rows
+
+    def mapper(X):
+        try:
+            with batch_invariant_rows():
+                return model.transform(model_input(X, *columns))
+        except ValueError as exc:
+            raise InputError(f"cannot map the rows: {exc}", path=where) from None
+
+    return mapper
+
+
+def _open(location, what="--table"):
+    from ..io._stores import open_store
+
+    if _store_kind(location) is None:
+        raise InputError(
+            f"{what} names a vector store table (LanceDB DIR/NAME.lance, Chroma DIR::NAME, "
+            "Postgres URI::TABLE, Qdrant qdrant:DIR::NAME)",
+            path=location,
+        )
+    return open_store(location)
+
+
+def warn_if_mapped(location, model, model_path):
+    """Warn when the store ``location`` (``evaluate``'s source) holds the output of
+    ``model`` by its ledger: its vectors are in the target space already, and the
+    figures would measure the map applied twice."""
+    from ..io._stores import ledger, open_store
+
+    if _store_kind(location) is None:
+        return
+    store = open_store(location)
+    try:
+        done = ledger.last_mapping(store.ledger())
+    finally:
+        store.close()
+    if done is None or not ledger.same_model(done.get("model"), ledger.model_entry(model,
+                                                                                   model_path)):
+        return
+    _log(
+        f"sklearn-compat: warning: {store.display()} holds the output of the model "
+        f"{model_path} since {done.get('time') or 'an earlier run'} (ledger: {done['action']}); "
+        "its vectors are in the target space already: evaluate the model on the table it "
+        "was mapped from"
+    )
+
+
+def _reading(spec, column):
+    """``spec`` reading the vector column ``column`` (the column the mapped vectors are
+    computed from, once the table has another one beside it)."""
+    from dataclasses import replace
+
+    if column is None:
+        return spec
+    return replace(spec, vector_column=column, prefix=None, pattern=None)
+
+
+def _rerun_spec(store, spec, column):
+    """On a rerun (the column exists), read the column it was added beside unless the
+    command line names one: the table has two vector columns now."""
+    if spec.vector_column or spec.prefix or spec.pattern or store.one_vector_per_record:
+        return spec
+    try:
+        if column not in store.vector_columns():
+            return spec
+        like = store.column_status(column).get("like")
+    except InputError:
+        return spec
+    return _reading(spec, like)
+
+
+def run_add_column(args, model, spec):
+    """``transform --input STORE --add-column NAME``: the mapped vectors beside the old."""
+    import numpy as np
+
+    from ..io._stores import ledger, upgrade
+
+    if args.output or args.replace:
+        raise InputError("--add-column writes into --input; give no --output or --replace")
+    store = _open(args.input, "--input")
+    store.id_column = args.id_column
+    try:
+        reader = store.reader(_rerun_spec(store, spec, args.add_column), _dtype(args.dtype))
+        expected = model_width(model, args.model)
+        check_width(reader, expected, args.model)
+        columns = source_columns(model, reader)
+        width = int(model.transform(model_input(np.zeros((1, expected)), *columns)).shape[1])
+        with _stop_between_batches() as stop:
+            upgrade.add_column(
+                store, lambda column: store.reader(_reading(spec, column), _dtype(args.dtype)),
+                args.add_column, width,
+                _mapper(model, columns, store.display()),
+                ledger.model_entry(model, args.model),
+                batch_size=args.rows_per_batch, force=args.force, stop=stop, log=_log,
+                checked=reader,
+            )  # fmt: skip
+    except KeyboardInterrupt as exc:
+        exc.outcome = (
+            "the rows written so far are kept; the same command finishes the column"
+        )
+        raise
+    finally:
+        store.close()
+    return 0
+
+
+def _measure(device):
+    """Held-out retention for the refit's comparison: top-1 agreement (the finest figure
+    a few native pairs kept aside can tell apart; a top-10 figure on ten pairs is 1)."""
+    from ..metrics import compatibility_report
+
+    def measure(model, X, Y):
+        report = compatibility_report(
+            model, X, Y, k=(1,), n_bootstrap=200, random_state=0, device=device or "auto"
+        )
+        figure, low, high = (float(v) for v in report.retention["bridge"][report.primary])
+        return {"metric": report.primary, "retention": figure, "interval": [low, high],
+                "n_pairs": int(len(Y))}  # fmt: skip
+
+    return measure
+
+
+def run_backfill(args):
+    from ..io._read import open_table
+    from ..io._stores import upgrade
+
+    store = _open(args.table)
+    spec = ColumnSpec(
+        id_column=args.id_column, vector_column=args.vector_column, prefix=args.prefix
+    )
+    try:
+        vectors = open_table(args.vectors, spec)
+        with _stop_between_batches() as stop:
+            upgrade.backfill(
+                store, args.column, vectors, batch_size=args.rows_per_batch, stop=stop,
+                log=_log,
+            )  # fmt: skip
+            if args.refit:
+                _refit(args, store, stop)
+    except KeyboardInterrupt as exc:
+        exc.outcome = "the rows written so far are kept; the same command finishes the backfill"
+        raise
+    finally:
+        store.close()
+    return 0
+
+
+def _refit(args, store, stop):
+    from ..io._model_files import load_model
+    from ..io._stores import upgrade
+    from ..io._stores.upgrade import _filled_by
+
+    current = _filled_by(store.ledger(), args.column) or {}
+    path = (current.get("model") or {}).get("path")
+    if not path:
+        raise InputError(
+            f"the ledger names no model file for column {args.column!r}; --refit needs "
+            "the map 'transform --add-column' used",
+            path=store.display(),
+        )
+    model = load_model(path)
+    if args.device is not None and "device" in model.get_params():
+        model.set_params(device=args.device)
+
+    def mapper_for(m):
+        return _mapper(m, (None, None), store.display())
+
+    upgrade.refit(
+        store, args.column, model, measure=_measure(args.device), mapper_for=mapper_for,
+        batch_size=args.rows_per_batch, stop=stop, log=_log,
+    )  # fmt: skip
+
+
+def run_status(args):
+    from ..io._stores import upgrade
+
+    store = _open(args.table)
+    try:
+        if not store.exists():
+            raise InputError("no such table or collection", path=store.display())
+        report = upgrade.status(store)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print("\n".join(upgrade.status_lines(report)))
+    return 0
+
+
+def run_cutover(args):
+    from ..io._stores import upgrade
+
+    store = _open(args.table)
+    try:
+        upgrade.cutover(store, args.column, min_native=args.min_native, log=_log)
+    finally:
+        store.close()
+    return 0

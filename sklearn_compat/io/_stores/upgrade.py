@@ -1,0 +1,434 @@
+"""The upgrade of a store, step by step, as generic code over :class:`~.base.Store`:
+mapped vectors into an added column, backfill of the new model's own vectors, the refit on
+the pairs gathered, status and cutover.  The command line (``sklearn_compat.cli``) parses
+options and prints; every step here calls the interface only, so each store gets each
+behaviour.
+
+Callers pass what needs the model or the command line as callables: ``mapper(X)`` (the
+mapped rows of an old-column matrix), ``stop()`` (raises between batches when the run was
+interrupted), ``log(line)``.
+"""
+
+import numpy as np
+
+from .._common import InputError
+from . import ledger as _ledger
+from .base import NATIVE, mapped_by, provenance_model
+
+__all__ = ["add_column", "backfill", "cutover", "refit", "status", "status_lines"]
+
+# Native rows a refit needs at least, and the share of them kept aside to measure it.
+REFIT_MIN_PAIRS = 20
+REFIT_ASIDE = 0.2
+REFIT_MIN_ASIDE = 10
+
+
+def _never():
+    return None
+
+
+def _filled_by(entries, column):
+    """The last entry in effect that wrote mapped vectors into the added ``column``."""
+    for e in reversed(_ledger.in_effect(entries)):
+        if (
+            e.get("action") in ("add_column", "refit")
+            and e.get("column") == column
+            and e.get("model")  # a room's own record of the new column names no model
+        ):
+            return e
+    return None
+
+
+def _added_entry(entries, column):
+    """The first ``add_column`` entry of ``column`` in effect (it names ``like``)."""
+    for e in _ledger.in_effect(entries):
+        if e.get("action") == "add_column" and e.get("column") == column and e.get("like"):
+            return e
+    return None
+
+
+def _is(prov, value):
+    return np.fromiter((p == value for p in prov), dtype=bool, count=len(prov))
+
+
+# ---------------------------------------------------------------------- add column
+def _close(reader):
+    close = getattr(reader, "close", None)
+    if close is not None:
+        close()
+
+
+def add_column(store, open_reader, column, width, mapper, model, *, batch_size, force=False,
+               stop=_never, log=print, checked=None):  # fmt: skip
+    """Write the mapped vectors of the store's rows (its old column, read by the reader
+    ``open_reader(vector_column)`` returns) into the new vector column ``column`` of
+    ``width`` values, by id; returns the rows written.
+
+    The column is added while no reader of the table is open (a reader's snapshot would
+    block a database's ``ALTER TABLE``): ``checked``, a reader the caller opened to check
+    the layout, is closed first, and the rows are read by a new one.
+
+    Rows already native (backfilled) are never overwritten, rows already mapped by this
+    model are skipped (a rerun finishes an interrupted run), and a column another model
+    filled is refused.  The ledger gets an ``add_column`` entry once every row is in.
+    ``model`` is :func:`.ledger.model_entry` of the model.
+    """
+    where = store.display()
+    reader = checked if checked is not None else open_reader(None)
+    like = reader.list_column
+    id_column = reader.id_column
+    _close(reader)
+    if like is None:
+        raise InputError("--add-column needs a table whose embedding is one vector column",
+                         path=where)  # fmt: skip
+    if column == like:
+        raise InputError(f"--add-column {column!r} is the table's vector column", path=where)
+    entries = store.ledger()
+    _ledger.refuse_mapping_twice(
+        entries, model, where, column=like, force=force,
+        hint=f"column {like!r} already holds this model's output",
+    )  # fmt: skip
+    done = _filled_by(entries, column)
+    if done is not None and not _ledger.same_model(done.get("model"), model):
+        other = (done.get("model") or {}).get("path") or "another model"
+        raise InputError(
+            f"column {column!r} holds the vectors of {other} (since {done.get('time')}); "
+            "choose another --add-column name",
+            path=where,
+        )
+    log(store.add_column(column, width, like))
+    own = mapped_by(model["id"])
+    written = kept = 0
+    reader = open_reader(like)  # the table now has two vector columns: name the old one
+    try:
+        for batch in reader.iter_batches(batch_size):
+            known, _, prov = store.read_rows(column, batch.ids)
+            native = _is(prov, NATIVE)
+            todo = known & ~native & ~_is(prov, own)
+            kept += int(native.sum())
+            if todo.any():
+                Z = np.asarray(mapper(batch.X[todo]), dtype=np.float32)
+                store.write_rows(column, batch.ids[todo], Z, own)
+                written += int(todo.sum())
+            stop()
+    finally:
+        _close(reader)
+    store.append_ledger(
+        _ledger.entry("add_column", column=column, model=model, input=where, like=like,
+                      width=int(width), id_column=id_column, rows=written)  # fmt: skip
+    )
+    native = f"; {kept} rows already native kept" if kept else ""
+    log(f"{where}: mapped {written} rows into column {column!r}{native}")
+    return written
+
+
+# ------------------------------------------------------------------------ backfill
+def _same_bits(A, B):
+    A = np.ascontiguousarray(A, dtype=np.float32)
+    B = np.ascontiguousarray(B, dtype=np.float32)
+    return (A.view(np.uint32) == B.view(np.uint32)).all(axis=1)
+
+
+def _shown(values, limit=5):
+    values = [v.item() if hasattr(v, "item") else v for v in values]
+    text = ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values[:limit])
+    return text + (f", ... ({len(values)} in all)" if len(values) > limit else "")
+
+
+def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
+    """Write the new model's own vectors (``vectors``, a TableReader of any table with
+    ids) into the added ``column``, by id, bit for bit as float32, each row marked
+    native.  Rows already native with the same bits are left alone (the same backfill
+    twice changes nothing); ids the table does not hold are never inserted and are
+    named.  Memory is bounded by ``batch_size``.  Returns ``{"written", "same",
+    "unknown"}``."""
+    where = store.display()
+    columns = store.vector_columns()
+    if column not in columns:
+        raise InputError(
+            f"has no vector column {column!r} (vector columns: {', '.join(columns) or 'none'}; "
+            "add one with 'transform --add-column')",
+            path=where,
+        )
+    width = columns[column]
+    source = _display(vectors.path)
+
+    def check(got):
+        if width is not None and got is not None and got != width:
+            raise InputError(
+                f"the vectors have {got} values per row; column {column!r} of {where} holds "
+                f"{width}: nothing written",
+                path=source,
+            )
+
+    check(vectors.width)
+    if vectors.id_column is None:
+        raise InputError("backfill writes rows by id: name the id column (--id-column)",
+                         path=source)  # fmt: skip
+    written = same = 0
+    unknown = []
+    for batch in vectors.iter_batches(batch_size):
+        check(batch.X.shape[1])
+        ids = np.asarray(batch.ids)
+        _refuse_duplicates(ids, vectors, batch)
+        Z = np.ascontiguousarray(batch.X, dtype=np.float32)
+        if getattr(store, "write_skips_identical", False):
+            # The room leaves rows already holding these bits and provenance untouched
+            # and says how many it wrote: no read back needed.
+            missing = np.asarray(store.write_rows(column, ids, Z, NATIVE))
+            unknown.extend(missing.tolist())
+            written += int(store.last_written)
+            same += len(ids) - len(missing) - int(store.last_written)
+            stop()
+            continue
+        known, current, prov = store.read_rows(column, ids)
+        alike = known & _is(prov, NATIVE) & _same_bits(current, Z)
+        todo = known & ~alike
+        same += int(alike.sum())
+        if (~known).any():
+            unknown.extend(ids[~known].tolist())
+        if todo.any():
+            store.write_rows(column, ids[todo], Z[todo], NATIVE)
+            written += int(todo.sum())
+        stop()
+    if written:
+        store.append_ledger(
+            _ledger.entry("backfill", column=column, input=source, rows=written,
+                          unknown=len(unknown))  # fmt: skip
+        )
+    line = f"{where}: backfilled {written} rows of column {column!r} with native vectors"
+    if same:
+        line += f"; {same} rows already held them"
+    log(line)
+    if unknown:
+        log(
+            f"{source}: {len(unknown)} ids are not in {where} and were not "
+            f"written: {_shown(unknown)}"
+        )
+    return {"written": written, "same": same, "unknown": len(unknown)}
+
+
+def _display(location):
+    from .._common import redact_uri
+
+    return redact_uri(location)
+
+
+def _refuse_duplicates(ids, reader, batch):
+    import pandas as pd
+
+    dup = pd.Index(ids).duplicated()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        raise InputError(
+            f"{reader.where(batch.start + i)}: the id {_shown([ids[i]])} comes twice; "
+            "each row is written once (nothing of this batch written)",
+            path=_display(reader.path),
+        )
+
+
+# -------------------------------------------------------------------------- refit
+def _pairs(store, like, column, batch_size):
+    X, Y, ids = [], [], []
+    for batch_ids, vectors, prov in store.iter_rows([like, column], batch_size):
+        native = _is(prov[column], NATIVE)
+        X.append(vectors[like][native])
+        Y.append(vectors[column][native])
+        ids.append(np.asarray(batch_ids)[native])
+    if not X:
+        return np.empty((0, 0)), np.empty((0, 0)), np.empty(0)
+    return np.concatenate(X), np.concatenate(Y), np.concatenate(ids)
+
+
+def _refit_path(path):
+    from pathlib import Path
+
+    p = Path(path)
+    stem = p.stem.split(".refit-")[0]
+    for k in range(1, 10000):
+        candidate = p.with_name(f"{stem}.refit-{k}{p.suffix}")
+        if not candidate.exists():
+            return candidate
+    raise InputError("too many refitted models beside it", path=str(path))
+
+
+def refit(store, column, model, *, measure, mapper_for, batch_size, seed=0, stop=_never,
+          log=print):  # fmt: skip
+    """Re-fit the map of the added ``column`` on every native row (old column -> new
+    column) with the same estimator and settings (``sklearn.base.clone`` of ``model``,
+    the map in use, loaded by the caller from the path the ledger names); keep it only
+    when its retention on native pairs kept aside (``measure(model, X, Y)`` -> dict with
+    ``retention``) beats the current map's, both logged.  A kept map is saved beside the
+    current one (``NAME.refit-K.EXT``, its fingerprint naming the map it replaced), the
+    rows still mapped are mapped again by it (``mapper_for(model)``), and the ledger gets
+    a ``refit`` entry.  Returns ``{"kept", "current", "refit", "pairs", "rows", "model"}``.
+    """
+    from sklearn.base import clone
+
+    from .._model_files import load_model, save_model
+
+    where = store.display()
+    entries = store.ledger()
+    current = _filled_by(entries, column)
+    added = _added_entry(entries, column)
+    if current is None or added is None:
+        raise InputError(
+            f"the ledger records no map that wrote column {column!r}; --refit re-fits the "
+            "map of 'transform --add-column'",
+            path=where,
+        )
+    like = added.get("like")
+    X, Y, ids = _pairs(store, like, column, batch_size)
+    n = len(X)
+    if n < REFIT_MIN_PAIRS:
+        raise InputError(
+            f"column {column!r} has {n} native rows; --refit needs at least "
+            f"{REFIT_MIN_PAIRS} (pairs of old and new vectors)",
+            path=where,
+        )
+    n_aside = max(REFIT_MIN_ASIDE, int(round(n * REFIT_ASIDE)))
+    order = np.random.default_rng(seed).permutation(n)
+    aside, keep = np.sort(order[:n_aside]), np.sort(order[n_aside:])
+    candidate = clone(model).fit(X[keep], Y[keep])
+    before = measure(model, X[aside], Y[aside])
+    after = measure(candidate, X[aside], Y[aside])
+    old_id = (current.get("model") or {}).get("id")
+    log(
+        f"{where}: held-out retention ({before.get('metric', 'retention')}) on {n_aside} "
+        f"native pairs kept aside: current map {before['retention']:.3f}, refit on "
+        f"{len(keep)} pairs {after['retention']:.3f}"
+    )
+    result = {"kept": False, "current": before, "refit": after, "pairs": n, "rows": 0,
+              "model": None}  # fmt: skip
+    if not after["retention"] > before["retention"]:
+        log(f"{where}: the refit does not beat the current map; kept the current map")
+        return result
+    path = _refit_path((current.get("model") or {}).get("path") or "map.skops")
+    heldout = dict(after, refit={"previous": old_id, "table": where, "column": column,
+                                 "pairs": int(n)})  # fmt: skip
+    save_model(candidate, path, training_ids=ids[keep], heldout=heldout)
+    saved = load_model(path)
+    info = _ledger.model_entry(saved, path)
+    mapper = mapper_for(saved)
+    own = mapped_by(info["id"])
+    rows = 0
+    for batch_ids, vectors, prov in store.iter_rows([like, column], batch_size):
+        mapped = np.fromiter((provenance_model(p) is not None for p in prov[column]),
+                             dtype=bool, count=len(batch_ids))  # fmt: skip
+        mapped &= ~_is(prov[column], own)
+        if mapped.any():
+            Z = np.asarray(mapper(vectors[like][mapped]), dtype=np.float32)
+            store.write_rows(column, np.asarray(batch_ids)[mapped], Z, own)
+            rows += int(mapped.sum())
+        stop()
+    store.append_ledger(
+        _ledger.entry("refit", column=column, model=info, input=where, previous=old_id,
+                      pairs=int(n), retention={"current": before["retention"],
+                                               "refit": after["retention"]},
+                      rows=rows)  # fmt: skip
+    )
+    log(f"{where}: kept the refit map, saved as {path}; mapped again the {rows} rows still mapped")
+    result.update(kept=True, rows=rows, model=str(path))
+    return result
+
+
+# ------------------------------------------------------------------- status, cutover
+def status(store):
+    """What ``status --json`` prints: ``{"table", "columns": {name: {"dimension",
+    "rows", "mapped" (count), "native", "missing", "mapped_by": [{"model", "path",
+    "rows", "since"}], "retention" (held-out retention of the map that mapped it, or
+    None), ...}}, "ledger": [...]}``."""
+    entries = store.ledger()
+    effect = _ledger.in_effect(entries)
+    models = {}
+    for e in effect:
+        m = e.get("model") or {}
+        for key in (m.get("id"), m.get("sha256")):
+            if key and key not in models:
+                models[key] = (m, e)
+    columns = {}
+    for name in store.vector_columns():
+        raw = dict(store.column_status(name))
+        by = raw.pop("mapped", {}) or {}
+        if not isinstance(by, dict):
+            by = {"unknown": int(by)}
+        listed = []
+        for key, count in by.items():
+            m, e = models.get(key, ({}, {}))
+            listed.append({"model": key, "path": m.get("path"), "rows": int(count),
+                           "since": e.get("time")})  # fmt: skip
+        out = {"dimension": raw.pop("dimension", None), "rows": int(raw.pop("rows", 0)),
+               "mapped": int(sum(by.values())), "native": int(raw.pop("native", 0)),
+               "missing": int(raw.pop("missing", 0)), "mapped_by": listed}  # fmt: skip
+        out["retention"] = _retention(effect, name)
+        out.update(raw)
+        columns[name] = out
+    return {"table": store.display(), "columns": columns, "ledger": entries}
+
+
+def _retention(effect, column):
+    for e in reversed(effect):
+        if e.get("column") != column or e.get("action") not in _ledger.MAPPING:
+            continue
+        if e.get("action") == "refit":
+            return (e.get("retention") or {}).get("refit")
+        heldout = (e.get("model") or {}).get("heldout") or {}
+        return heldout.get("retention")
+    return None
+
+
+def status_lines(report):
+    """The text form of :func:`status`."""
+    lines = [f"{report['table']}"]
+    for name, c in report["columns"].items():
+        dim = c["dimension"] if c["dimension"] is not None else "?"
+        lines.append(
+            f"  column {name!r} ({dim} values): {c['rows']} rows; mapped {c['mapped']}, "
+            f"native {c['native']}, missing {c['missing']}"
+        )
+        for m in c["mapped_by"]:
+            lines.append(
+                f"    mapped by {m['path'] or m['model']} ({m['rows']} rows) since "
+                f"{m['since'] or 'unknown'}"
+            )
+        if c.get("retention") is not None:
+            lines.append(f"    held-out retention of its map: {c['retention']:.3f}")
+        if c.get("like"):
+            lines.append(f"    added beside {c['like']!r}")
+    if report["ledger"]:
+        lines.append("ledger:")
+    for e in report["ledger"]:
+        model = (e.get("model") or {}).get("path")
+        parts = [e.get("time") or "?", e.get("action") or "?"]
+        if e.get("column"):
+            parts.append(f"column {e['column']!r}")
+        if model:
+            parts.append(f"model {model}")
+        if e.get("input"):
+            parts.append(f"from {e['input']}")
+        if e.get("rows") is not None:
+            parts.append(f"{e['rows']} rows")
+        if e.get("kept"):
+            parts.append(f"old column kept as {e['kept']!r}")
+        lines.append("  " + ", ".join(str(p) for p in parts))
+    return lines
+
+
+def cutover(store, column, *, min_native=None, log=print):
+    """Serve the added ``column`` under the old column's name; with ``min_native``,
+    only when at least that share of its rows is native (else one line, nothing
+    changed)."""
+    if min_native is not None:
+        st = store.column_status(column)
+        rows = int(st.get("rows") or 0)
+        native = int(st.get("native") or 0)
+        share = native / rows if rows else 0.0
+        if share < min_native:
+            raise InputError(
+                f"column {column!r}: {native} of {rows} rows are native ({share:.3f}), below "
+                f"--min-native {min_native:g}; nothing changed",
+                path=store.display(),
+            )
+    line = store.cutover(column)
+    log(line)
+    return line
