@@ -24,6 +24,8 @@ _CHOICES = {
     "fit_intercept": "center_",
     "scale": "scale_mode_",
     "normalize": "normalize_",
+    "whiten": "whiten_",
+    "dewhiten": "dewhiten_",
 }
 
 

@@ -1,0 +1,78 @@
+"""The "auto" step of the stronger aligners: kept where it wins on held-out pairs, left
+out (with one StepDeclinedWarning) where it loses to the orthogonal map it builds on."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import ortho_group
+
+from sklearn_compat import RefinedProcrustesAligner, WhitenedProcrustesAligner
+from sklearn_compat._core.holdout import paired_gain
+from sklearn_compat.exceptions import StepDeclinedWarning
+
+
+def noisy_directions(seed, n=300, k=8, d_x=40, d_y=48):
+    """Eight shared directions; X also has 32 weak directions that nothing in Y follows:
+    whitening gives them unit weight, the orthogonal map leaves them small."""
+    rng = np.random.default_rng(seed)
+    S = rng.normal(size=(n, k))
+    X = np.hstack([S + 0.5 * rng.normal(size=(n, k)), 0.05 * rng.normal(size=(n, d_x - k))])
+    X = X @ ortho_group.rvs(d_x, random_state=seed)
+    Y = S @ ortho_group.rvs(d_y, random_state=seed + 1)[:k] + 0.5 * rng.normal(size=(n, d_y))
+    return X, Y
+
+
+def stretched(seed, n=400, d_x=16, d_y=24):
+    """Y a noisy non-orthogonal linear image of an anisotropic X: whitening recovers it."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d_x)) * np.logspace(0, -1.5, d_x)
+    Y = X @ rng.normal(size=(d_x, d_y))
+    return X, Y + 0.3 * Y.std() * rng.normal(size=Y.shape)
+
+
+def test_paired_gain_is_the_mean_and_se_of_per_row_differences():
+    hits = np.array([1, 1, 0, 1, 0, 1], bool)
+    base = np.array([1, 0, 0, 1, 1, 0], bool)
+    d = hits.astype(float) - base
+    gain, se = paired_gain(hits, base)
+    assert gain == pytest.approx(d.mean())
+    assert se == pytest.approx(d.std(ddof=1) / np.sqrt(6))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_whitening_that_loses_is_left_out_with_one_warning(seed):
+    X, Y = noisy_directions(seed, n=800)
+    (X, X_test), (Y, Y_test) = np.split(X, [300]), np.split(Y, [300])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        aligner = WhitenedProcrustesAligner().fit(X, Y)
+    declined = [w for w in caught if issubclass(w.category, StepDeclinedWarning)]
+    assert len(declined) == 1 and "whiten=True" in str(declined[0].message)
+    assert aligner.whiten_ is False
+    choice = aligner.step_choice_
+    assert choice["kept"] is False and choice["gain"] < 0 and choice["n_rows"] == 300
+    # The fitted map is the unwhitened one, and retrieves held-out rows at least as well.
+    forced = WhitenedProcrustesAligner(whiten=True, random_state=0).fit(X, Y)
+    assert aligner.score(X_test, Y_test) > forced.score(X_test, Y_test)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_whitening_that_wins_is_kept_silently(seed):
+    X, Y = stretched(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StepDeclinedWarning)
+        aligner = WhitenedProcrustesAligner().fit(X, Y)
+    assert aligner.whiten_ is True
+    choice = aligner.step_choice_
+    assert choice["kept"] is True and choice["gain"] > choice["se"]
+
+
+def test_explicit_whitening_means_what_it_says():
+    X, Y = noisy_directions(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StepDeclinedWarning)
+        on = WhitenedProcrustesAligner(whiten=True, dewhiten="target").fit(X, Y)
+        off = WhitenedProcrustesAligner(whiten=False).fit(X, Y)
+    assert on.whiten_ is True and on.dewhiten_ == "target" and on.step_choice_ is None
+    assert off.whiten_ is False and off.step_choice_ is None
