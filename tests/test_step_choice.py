@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 from scipy.stats import ortho_group
 
-from sklearn_compat import RefinedProcrustesAligner, WhitenedProcrustesAligner
+from sklearn_compat import (
+    OrthogonalProcrustesAligner,
+    RefinedProcrustesAligner,
+    WhitenedProcrustesAligner,
+)
 from sklearn_compat._core.holdout import paired_gain
 from sklearn_compat.exceptions import StepDeclinedWarning
 
@@ -76,3 +80,36 @@ def test_explicit_whitening_means_what_it_says():
         off = WhitenedProcrustesAligner(whiten=False).fit(X, Y)
     assert on.whiten_ is True and on.dewhiten_ == "target" and on.step_choice_ is None
     assert off.whiten_ is False and off.step_choice_ is None
+
+
+def rotated_with_unpaired(seed, n=600, d=12, noise=0.3):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    Y = X @ ortho_group.rvs(d, random_state=seed) + noise * rng.normal(size=(n, d))
+    return X, Y
+
+
+def test_refinement_never_pairs_a_row_whose_partner_is_given():
+    X, Y = rotated_with_unpaired(0, noise=1.0)
+    aligner = RefinedProcrustesAligner(n_refinements=3).fit(
+        X[:200], Y[:200], X_unpaired=X[200:], Y_unpaired=Y[200:][::-1]
+    )
+    assert len(aligner.induced_pairs_) and (aligner.induced_pairs_ >= 200).all()
+
+
+def test_refinement_without_unpaired_rows_runs_no_round():
+    X, Y = rotated_with_unpaired(0)
+    aligner = RefinedProcrustesAligner().fit(X, Y)
+    assert aligner.n_refinements_ == 0 and aligner.step_choice_["kept"] is None
+
+
+def test_refinement_rounds_that_help_are_kept():
+    # 100 pairs of a noisy rotation in 80 dimensions and 2,000 unpaired rows per side:
+    # the rounds add the unpaired rows' pairs, which the held-out slice rewards.
+    X, Y = rotated_with_unpaired(1, n=2100, d=80, noise=1.2)
+    aligner = RefinedProcrustesAligner(OrthogonalProcrustesAligner()).fit(
+        X[:100], Y[:100], X_unpaired=X[100:], Y_unpaired=Y[100:][::-1]
+    )
+    assert aligner.step_choice_["kept"] is True and aligner.n_refinements_ > 0
+    plain = OrthogonalProcrustesAligner().fit(X[:100], Y[:100])
+    assert aligner.score(X[100:], Y[100:]) > plain.score(X[100:], Y[100:]) + 0.2

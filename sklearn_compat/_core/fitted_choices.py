@@ -8,6 +8,8 @@ CHOICE_ATTRIBUTES = (
     "fit_intercept_",
     "scale_mode_",
     "normalize_",
+    "whiten_",
+    "dewhiten_",
     "auto_scores_",
     "query_scores_",
     "step_choice_",

@@ -173,10 +173,19 @@ def paired_top1(Z, Y):
     return float(np.mean(paired_hits(Z, Y)))
 
 
-def paired_hits(Z, Y):
+def paired_hits(Z, Y, distractors=None):
     """Per row of a held-out fold, whether :func:`paired_top1` counts it retrieved (the
-    rows' outcomes, from which :func:`paired_gain` reads a paired standard error)."""
-    return top1_hits(unit_rows_float32(Z) @ unit_rows_float32(Y).T, targets=Y)
+    rows' outcomes, from which :func:`paired_gain` reads a paired standard error).
+
+    ``distractors``: more target rows (no row's answer, e.g. unpaired target rows) that
+    each row's own target must also beat, so a small fold still ranks among many.
+    """
+    Z, Y = unit_rows_float32(Z), unit_rows_float32(Y)
+    hits = top1_hits(Z @ Y.T, targets=Y)
+    if distractors is not None and len(distractors):
+        own = np.einsum("ij,ij->i", Z, Y)
+        hits &= (Z @ unit_rows_float32(distractors).T).max(axis=1) < own
+    return hits
 
 
 def paired_gain(hits, base_hits):
