@@ -73,12 +73,13 @@ class RefinedProcrustesAligner(BaseAligner):
         given pairs only.  Rounds stop early once the induced dictionary repeats.
         ``"auto"`` runs 5 rounds only where they help: the given pairs less a held-out
         slice (a fifth, at most 1,000, evenly spaced) are fitted and refined with the
-        unpaired rows, and the rounds are kept only when the refined map's paired top-1 on
-        the slice (ranked among the slice's and the unpaired target rows) beats the unrefined one's by more than one paired standard error
+        unpaired rows, and the rounds are kept only when the refined map's paired top-1
+        on the slice (ranked among the slice's and the unpaired target rows) beats the
+        unrefined one's by more than one paired standard error
         (:class:`~sklearn_compat.exceptions.StepDeclinedWarning` when they lose).  With
-        ``keep_pairs`` and no unpaired rows there is nothing to induce and no round runs;
-        below 100 given pairs (no slice to judge by, and few pairs are what refinement is
-        for) the 5 rounds run.  ``step_choice_`` holds the evidence.
+        ``keep_pairs`` and no unpaired rows there is nothing to induce and no round
+        runs; below 100 given pairs (no slice to judge by, and few pairs are what
+        refinement is for) the 5 rounds run.  ``step_choice_`` holds the evidence.
 
         .. versionchanged:: 0.1
            The default became ``"auto"`` (was 5).
