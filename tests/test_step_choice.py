@@ -8,8 +8,11 @@ import pytest
 from scipy.stats import ortho_group
 
 from sklearn_compat import (
+    LambdaOrthAligner,
     OrthogonalProcrustesAligner,
+    RCSLSAligner,
     RefinedProcrustesAligner,
+    ResidualAdapterAligner,
     WhitenedProcrustesAligner,
 )
 from sklearn_compat._core.holdout import paired_gain
@@ -104,12 +107,76 @@ def test_refinement_without_unpaired_rows_runs_no_round():
 
 
 def test_refinement_rounds_that_help_are_kept():
-    # 100 pairs of a noisy rotation in 80 dimensions and 2,000 unpaired rows per side:
+    # 100 pairs of a noisy rotation in 80 dimensions and 900 unpaired rows per side:
     # the rounds add the unpaired rows' pairs, which the held-out slice rewards.
-    X, Y = rotated_with_unpaired(1, n=2100, d=80, noise=1.2)
+    X, Y = rotated_with_unpaired(1, n=1000, d=80, noise=1.2)
     aligner = RefinedProcrustesAligner(OrthogonalProcrustesAligner()).fit(
         X[:100], Y[:100], X_unpaired=X[100:], Y_unpaired=Y[100:][::-1]
     )
     assert aligner.step_choice_["kept"] is True and aligner.n_refinements_ > 0
     plain = OrthogonalProcrustesAligner().fit(X[:100], Y[:100])
     assert aligner.score(X[100:], Y[100:]) > plain.score(X[100:], Y[100:]) + 0.2
+
+
+def rotation(seed, n=600, d=16, noise=0.5):
+    """A noisy rotation: nothing for training to add to the Procrustes start."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, X @ ortho_group.rvs(d, random_state=seed) + noise * rng.normal(size=(n, d))
+
+
+def stretch(seed, n=600, d=16, noise=0.5):
+    """A noisy map that stretches one direction 100 times more than another."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    Y = X @ (ortho_group.rvs(d, random_state=seed) * np.logspace(1, -1, d))
+    return X, Y + noise * Y.std() * rng.normal(size=Y.shape)
+
+
+TRAINED = {
+    "lambda": lambda: LambdaOrthAligner(max_epochs=30, random_state=0),
+    "residual": lambda: ResidualAdapterAligner(hidden="auto", max_epochs=30, random_state=0),
+    "rcsls": lambda: RCSLSAligner(random_state=0),
+}
+
+
+@pytest.mark.parametrize("name", list(TRAINED))
+def test_trained_step_that_wins_is_kept(name):
+    X, Y = stretch(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StepDeclinedWarning)
+        aligner = TRAINED[name]().fit(X, Y)
+    choice = aligner.step_choice_
+    assert choice["kept"] is True and choice["gain"] > choice["se"]
+    assert choice["n_rows"] == 120  # a fifth of the rows, held out from a second training
+
+
+@pytest.mark.parametrize("name", list(TRAINED))
+def test_trained_step_that_does_not_win_falls_back_to_its_procrustes_start(name):
+    X, Y = rotation(0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        aligner = TRAINED[name]().fit(X, Y)
+    assert aligner.step_choice_["kept"] is False
+    assert sum(issubclass(w.category, StepDeclinedWarning) for w in caught) <= 1
+    W = aligner.W_ / np.linalg.norm(aligner.W_, 2)
+    # Orthogonal up to scale (RCSLS trains in float32).
+    np.testing.assert_allclose(W @ W.T, np.eye(16), atol=1e-6)
+    if name == "lambda":
+        assert aligner.lam_ == 0.0
+    if name == "residual":
+        assert aligner.mlp_weights_ == []
+    if name == "rcsls":
+        assert aligner.n_iter_ == 0
+
+
+def test_explicit_training_settings_mean_what_they_say():
+    X, Y = rotation(0)
+    for aligner in (
+        LambdaOrthAligner(lam=2.0, max_epochs=3, random_state=0),
+        ResidualAdapterAligner(hidden=8, max_epochs=3, random_state=0),
+        RCSLSAligner(max_iter=4, random_state=0),
+    ):
+        aligner.fit(X, Y)
+        assert aligner.step_choice_ is None
+    assert len(aligner.loss_curve_) > 1
