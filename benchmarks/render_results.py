@@ -32,6 +32,8 @@ ORDER = [
     "lambda_intercept_choice",
     "lambda_intercept_cost",
     "alignment_table",
+    "alignment_table_procrustes",
+    "alignment_table_procrustes_heldout",
     "defaults",
     "refined_rounds",
     "anisotropic_pairs",

@@ -410,10 +410,18 @@ class LambdaOrthAligner(BaseAligner):
     def _step_is_auto(self):
         """Whether the trained step is kept or not from held-out pairs (``lam="auto"``;
         the strict variant is orthogonal already)."""
-        return isinstance(self.lam, str) and self.lam == "auto" and not self.strict
+        auto = (isinstance(self.lam, str) and self.lam == "auto") or getattr(
+            self, "_judge_step", False
+        )
+        return auto and not self.strict
 
     def _step_description(self, fitted):
-        return {"step": "the non-orthogonal part", "parameter": f"lam={fitted.lam:.3g}"}
+        keep = (
+            "LambdaOrthAlignerCV(fallback=False)"
+            if getattr(self, "_judge_step", False)
+            else f"lam={fitted.lam:.3g}"
+        )
+        return {"step": "the non-orthogonal part", "parameter": keep}
 
     def _resolve_intercept(self, X, Y, labels):
         """Decide ``fit_intercept="auto"`` (sets ``center_`` and ``auto_scores_``)."""

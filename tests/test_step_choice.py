@@ -9,6 +9,7 @@ from scipy.stats import ortho_group
 
 from sklearn_compat import (
     LambdaOrthAligner,
+    LambdaOrthAlignerCV,
     OrthogonalProcrustesAligner,
     RCSLSAligner,
     RefinedProcrustesAligner,
@@ -180,3 +181,14 @@ def test_explicit_training_settings_mean_what_they_say():
         aligner.fit(X, Y)
         assert aligner.step_choice_ is None
     assert len(aligner.loss_curve_) > 1
+
+
+def test_cv_refit_is_judged_against_its_procrustes_start():
+    X, Y = rotation(0)
+    base = LambdaOrthAligner(max_epochs=5, random_state=0)
+    search = LambdaOrthAlignerCV(lams=[0.0, np.inf], cv=2, estimator=base).fit(X, Y)
+    assert search.step_choice_["n_rows"] == 120
+    if not search.step_choice_["kept"]:
+        assert search.best_estimator_.lam_ == 0.0
+    plain = LambdaOrthAlignerCV(lams=[0.0, np.inf], cv=2, estimator=base, fallback=False)
+    assert plain.fit(X, Y).step_choice_ is None
