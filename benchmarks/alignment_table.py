@@ -318,14 +318,21 @@ def write_versus_procrustes(args, out, names):
             [label, f"{row['procrustes']:.3f}", *(versus_cell(row[n]) for n in names)]
             for label, row in rows.items()
         ]
-        below = [
-            f"{n} on {label}" for label, row in rows.items() for n in names if not row[n]["ok"]
-        ]
         suffix = "_heldout" if held else ""
-        json_args = argparse.Namespace(
-            json=str(Path(args.json).with_name(f"alignment_table_procrustes{suffix}.json")),
-            no_json=args.no_json,
-        )
+        path = Path(args.json).with_name(f"alignment_table_procrustes{suffix}.json")
+        if path.exists() and args.pairs:
+            # A run on some pairs (--pairs) keeps the other pairs' rows of the last run.
+            previous = json.loads(path.read_text())["tables"][0]
+            if previous["columns"] == columns:
+                fresh = {r[0] for r in table_rows}
+                table_rows = [r for r in previous["rows"] if r[0] not in fresh] + table_rows
+        below = [
+            f"{columns[2 + i]} on {r[0]}"
+            for r in table_rows
+            for i, cell in enumerate(r[2:])
+            if cell.endswith("**below**")
+        ]
+        json_args = argparse.Namespace(json=str(path), no_json=args.no_json)
         _common.write_results(
             json_args,
             "alignment_table_procrustes",

@@ -236,7 +236,7 @@ class WhitenedProcrustesAligner(BaseAligner):
             },
             [
                 {"center": c, "normalize": n, "whiten": w, "dewhiten": dw}
-                for w, dw in ((True, "target"), (True, "source"), (False, "target"))
+                for w, dw in self._step_grid()
                 for n in (True, False)
                 for c in (True, False)
             ],
@@ -296,6 +296,11 @@ class WhitenedProcrustesAligner(BaseAligner):
         self.n_samples_seen_ = n_rows
         warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=stacklevel)
         return self
+
+    def _step_grid(self):
+        """(whiten, dewhiten) candidates: de-whitening is moot without whitening."""
+        grid = [(True, "target"), (True, "source"), (False, "target")]
+        return [(w, dw) for w, dw in grid if self.whiten == "auto" or w == bool(self.whiten)]
 
     def _step_chooser(self, chooser):
         """``chooser`` with whitening decided as a step (see ``whiten``): the best
