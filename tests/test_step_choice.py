@@ -192,3 +192,17 @@ def test_cv_refit_is_judged_against_its_procrustes_start():
         assert search.best_estimator_.lam_ == 0.0
     plain = LambdaOrthAlignerCV(lams=[0.0, np.inf], cv=2, estimator=base, fallback=False)
     assert plain.fit(X, Y).step_choice_ is None
+
+
+def test_inspect_shows_the_step_choice(tmp_path, capsys):
+    from sklearn_compat.io import model_fingerprint
+
+    X, Y = noisy_directions(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StepDeclinedWarning)
+        aligner = WhitenedProcrustesAligner().fit(X, Y)
+    chosen = model_fingerprint(aligner)["chosen"]
+    assert chosen["whiten_"] is False and chosen["dewhiten_"] in ("target", "source")
+    step = chosen["step_choice_"]
+    assert step["step"] == "whitening" and step["kept"] is False and step["n_rows"] == 300
+    assert isinstance(step["gain"], float) and isinstance(step["se"], float)
