@@ -106,13 +106,13 @@ class LambdaOrthAlignerCV(BaseAligner):
         fits settle at once, misleading on pairs whose fits slide along the wall for
         long: see Notes (Text pairs).
     fallback : "auto" or bool, default="auto"
-        Whether the refitted map must beat the orthogonal Procrustes map training starts
-        from.  ``"auto"`` scores the two on held-out rows by
+        Whether the refitted map must beat :class:`OrthogonalProcrustesAligner` with its
+        defaults.  ``"auto"`` scores the two on held-out rows by
         :class:`LambdaOrthAligner`'s ``lam="auto"`` rule (the refit's early-stopping rows,
         or a held-out fifth and a second training on the rest; more than one paired
         standard error of paired top-1) and keeps the Procrustes map where training does
         not win, with one :class:`~sklearn_compat.exceptions.StepDeclinedWarning` where it
-        lost: the grid's ``lam = 0`` is a trained, softly orthogonal map, not that start,
+        lost: the grid's ``lam = 0`` is a trained, softly orthogonal map, not Procrustes,
         and cross-validated scores of close ``lam`` values differ by less than their noise.
         ``step_choice_`` holds the evidence; True means the same.  False keeps the refit
         as it is (GridSearchCV's refit).  Unused without ``refit``, and with
@@ -138,8 +138,8 @@ class LambdaOrthAlignerCV(BaseAligner):
     orthogonality_gap_ : float
         ``best_estimator_.orthogonality_gap_`` (``refit`` only).
     step_choice_ : dict or None
-        With ``fallback="auto"`` and ``refit``: the refit's held-out evidence against its
-        Procrustes start (see :class:`LambdaOrthAligner`); None otherwise.  Where it
+        With ``fallback="auto"`` and ``refit``: the refit's held-out evidence against
+        Procrustes (see :class:`LambdaOrthAligner`); None otherwise.  Where it
         declined, ``best_estimator_`` holds the Procrustes map (its ``lam_`` 0).
     lams_ : ndarray of shape (n_lams,)
         The grid used (the default one resolved).

@@ -47,10 +47,10 @@ class ResidualAdapterAligner(LambdaOrthAligner):
     hidden : int or "auto", default="auto"
         Width of the MLP's hidden layer; 0 removes the MLP.  ``"auto"`` trains a width of
         256 and keeps the trained adapter (the MLP and the non-orthogonal linear part)
-        only where it retrieves better than the orthogonal Procrustes map it starts from,
-        by the rule of :class:`LambdaOrthAligner`'s ``lam="auto"`` (held-out paired top-1,
-        more than one paired standard error); otherwise the fit is that Procrustes map
-        (``mlp_weights_`` empty), with one
+        only where it retrieves better than :class:`OrthogonalProcrustesAligner` with its
+        defaults, by the rule of :class:`LambdaOrthAligner`'s ``lam="auto"`` (held-out
+        paired top-1, more than one paired standard error); otherwise the fit is that
+        Procrustes map (``mlp_weights_`` empty), with one
         :class:`~sklearn_compat.exceptions.StepDeclinedWarning` when the adapter lost.  On
         a real pair (a static model into a transformer's larger space) the adapter lost
         0.11 of top-1 to it (:ref:`choosing_a_method`).  ``step_choice_`` holds the
