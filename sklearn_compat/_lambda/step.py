@@ -9,9 +9,9 @@ their ``"auto"`` default the trained map and ``OrthogonalProcrustesAligner()`` (
 (:mod:`.._core.step_choice`): the early-stopping rows when the fit holds some out (they
 are never trained on), else a held-out fold of the rows, on which a second training runs
 on the rest.  Where training does not win by more than one paired standard error, the fit
-is that Procrustes map of all rows.  (The start itself is not the yardstick: its
-centring follows ``fit_intercept``, which can cost a pair what Procrustes' own choice
-keeps.)
+is that Procrustes map of all rows.  (The start itself is not the yardstick: it is
+scaled by the ratio of the two spaces' RMS norms, where Procrustes chooses its scale on
+held-out rows; on WordLlama -> MiniLM the start scored 0.902 against Procrustes' 0.924.)
 """
 
 import warnings
