@@ -135,7 +135,8 @@ class RefinedProcrustesAligner(BaseAligner):
     -----
     Each round costs two CSLS searches of ``n_source x n_target`` similarities, computed
     on ``device`` in blocks of bounded memory (no full matrix is formed), plus a refit.
-    Without unpaired rows the rounds can still move the map: the induced dictionary
+    Without unpaired rows and with ``keep_pairs`` there is nothing to induce.  With
+    ``keep_pairs=False`` the rounds can still move the map: the induced dictionary
     replaces pairs the map gets wrong by ones it gets right, which is only useful when the
     given pairs are noisy.
 
