@@ -42,8 +42,8 @@ Checks of issue 22, per row: ``default >= best setting - 0.005`` and
 the per-row difference: issue 45's check is ``default >= Procrustes - 2 SE`` (Affine
 excepted: its loss of own geometry is its documented trade-off), and what each default's
 ``"auto"`` step decided (``step_choice_``: kept or not).  It writes
-``benchmarks/results/alignment_table_procrustes.json`` (and ``..._heldout.json`` for the
-held-aside pairs, which the step rule was not designed on).
+``benchmarks/results/alignment_table_procrustes.json``, the held-aside pairs (which the
+step rule was not designed on) in a table of their own.
 
 Options: ``--pairs`` / ``--estimators`` (name substrings), ``--threads`` (torch and BLAS),
 ``--epochs`` (``max_epochs`` of LambdaOrth and Residual, default 30: their early
@@ -310,43 +310,46 @@ def versus_cell(cell):
 
 
 def write_versus_procrustes(args, out, names):
-    """The ``--versus-procrustes`` tables, one results file per group of pairs."""
-    for group, rows in out.items():
-        held = group.startswith("held")
-        columns = ["pair (new -> old)", "Procrustes", *[n.replace("Aligner", "") for n in names]]
+    """The ``--versus-procrustes`` results: one table per group of pairs, in
+    ``benchmarks/results/alignment_table_procrustes.json``.  A run on some pairs
+    (``--pairs``) keeps the other pairs' rows of the last run."""
+    columns = ["pair (new -> old)", "Procrustes", *[n.replace("Aligner", "") for n in names]]
+    path = Path(args.json).with_name("alignment_table_procrustes.json")
+    previous = {}
+    if path.exists() and args.pairs:
+        for tab in json.loads(path.read_text())["tables"]:
+            if tab["columns"] == columns:
+                previous[tab["title"]] = tab["rows"]
+    tables = []
+    for group in ("design pairs", "held-aside pairs"):
+        rows = out.get(group, {})
         table_rows = [
             [label, f"{row['procrustes']:.3f}", *(versus_cell(row[n]) for n in names)]
             for label, row in rows.items()
         ]
-        suffix = "_heldout" if held else ""
-        path = Path(args.json).with_name(f"alignment_table_procrustes{suffix}.json")
-        if path.exists() and args.pairs:
-            # A run on some pairs (--pairs) keeps the other pairs' rows of the last run.
-            previous = json.loads(path.read_text())["tables"][0]
-            if previous["columns"] == columns:
-                fresh = {r[0] for r in table_rows}
-                table_rows = [r for r in previous["rows"] if r[0] not in fresh] + table_rows
-        below = [
-            f"{columns[2 + i]} on {r[0]}"
-            for r in table_rows
-            for i, cell in enumerate(r[2:])
-            if cell.endswith("**below**")
-        ]
-        json_args = argparse.Namespace(json=str(path), no_json=args.no_json)
-        _common.write_results(
-            json_args,
-            "alignment_table_procrustes",
-            "Each default against OrthogonalProcrustesAligner()"
-            + (" (held-aside pairs)" if held else ""),
-            [_common.table("", columns, table_rows)],
-            notes="P@1 of `transform` on the test rows, then (default - Procrustes ± paired "
-            'SE of the per-row difference, what the default\'s `"auto"` step chose: the '
-            "step kept or the Procrustes map). **below**: more than 2 SE below Procrustes "
-            "(Affine is not checked: it trades the new space's geometry for the old "
-            "space's fit). "
-            + (f"{len(below)} below: " + "; ".join(below) if below else "None below.")
-            + (" Held-aside pairs: not used to design the rule." if held else ""),
-        )
+        table_rows = [r for r in previous.get(group, []) if r[0] not in rows] + table_rows
+        if table_rows:
+            tables.append(_common.table(group, columns, table_rows))
+    below = [
+        f"{tab['columns'][2 + i]} on {r[0]}"
+        for tab in tables
+        for r in tab["rows"]
+        for i, cell in enumerate(r[2:])
+        if cell.endswith("**below**")
+    ]
+    _common.write_results(
+        argparse.Namespace(json=str(path), no_json=args.no_json),
+        "alignment_table_procrustes",
+        "Each default against OrthogonalProcrustesAligner()",
+        tables,
+        notes="P@1 of `transform` on the test rows, then (default - Procrustes ± paired "
+        'SE of the per-row difference, what the default\'s `"auto"` step chose: the '
+        "step kept, or the map without it). **below**: more than 2 SE below Procrustes "
+        "(Affine is not checked: it trades the new space's geometry for the old "
+        "space's fit). "
+        + (f"{len(below)} below: " + "; ".join(below) if below else "None below.")
+        + " The held-aside pairs were not used to design the rule.",
+    )
 
 
 def measure(default, settings, pair, query_all):

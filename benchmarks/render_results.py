@@ -33,7 +33,6 @@ ORDER = [
     "lambda_intercept_cost",
     "alignment_table",
     "alignment_table_procrustes",
-    "alignment_table_procrustes_heldout",
     "defaults",
     "refined_rounds",
     "anisotropic_pairs",
