@@ -304,7 +304,7 @@ def versus_procrustes(pairs, chosen_specs):
 
 
 def versus_cell(cell):
-    kept = {True: "step", False: "Procrustes", None: "-"}[cell["kept"]]
+    kept = {True: "step", False: "without", None: "-"}[cell["kept"]]
     mark = "" if cell["ok"] else " **below**"
     return f"{cell['p@1']:.3f} ({cell['gain']:+.3f} ± {cell['se']:.3f}, {kept}){mark}"
 
