@@ -1,5 +1,6 @@
 """A linear map trained for retrieval: RCSLS (Joulin et al., EMNLP 2018)."""
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -17,6 +18,7 @@ from ._core.polar import procrustes_from_cross
 from ._core.ranking import paired_topk_share, unit_rows
 from ._core.rcsls import clip_spectral_norm, rcsls_loss_and_gradient
 from ._core.validation import pick_target, stack_unpaired
+from .procrustes import OrthogonalProcrustesAligner
 
 __all__ = ["RCSLSAligner"]
 
@@ -76,14 +78,17 @@ class RCSLSAligner(BaseAligner):
         do better; retrieving among a large vocabulary (word translation) they overfit the
         dictionary, hence the default.  Watch the held-out top-1 with
         ``validation_fraction`` to set it for a pair.  ``"auto"`` takes 16 steps and keeps
-        them only where they retrieve better than the Procrustes start: the pairs less a
-        held-out slice (a fifth, at most 1,000; ``random_state`` draws it) are trained
-        on, and the steps are kept when their paired top-1 on the slice beats the start's
-        by more than one paired standard error; otherwise the fit is the Procrustes start
-        (``n_iter_ = 0``), with one :class:`~sklearn_compat.exceptions.StepDeclinedWarning`
-        when the steps lost.  This costs one more training.  ``step_choice_`` holds the
-        evidence; with ``validation_fraction`` set, or below 100 pairs, the 16 steps run
-        undecided (the held-out pairs then pick the step to keep, the start included).
+        them only where they retrieve better than :class:`OrthogonalProcrustesAligner`
+        with its defaults: the pairs less a held-out slice (a fifth, at most 1,000;
+        ``random_state`` draws it) are trained on, and the steps are kept when their paired
+        top-1 on the slice beats that Procrustes map's by more than one paired standard
+        error; otherwise the fit is that Procrustes map of all pairs (``procrustes_``,
+        ``n_iter_ = 0``; ``transform`` is its transform), with one
+        :class:`~sklearn_compat.exceptions.StepDeclinedWarning` when the steps lost (the
+        unit-row Procrustes start of the steps can itself be 0.03 below it).  This costs
+        one more training.  ``step_choice_`` holds the evidence; with
+        ``validation_fraction`` set, or below 100 pairs, the 16 steps run undecided (the
+        held-out pairs then pick the step to keep, the start included).
 
         .. versionchanged:: 0.1
            The default became ``"auto"`` (was 16).
@@ -129,6 +134,8 @@ class RCSLSAligner(BaseAligner):
         Steps taken.
     best_iter_ : int
         Step whose map was kept (0: the Procrustes start).
+    procrustes_ : OrthogonalProcrustesAligner or None
+        The fitted Procrustes map where ``max_iter="auto"`` declined the steps, else None.
     step_choice_ : dict or None
         With ``max_iter="auto"``: the held-out evidence for the steps (``kept``,
         ``with_step``, ``without_step``, ``gain``, its paired ``se``, ``n_rows``), or
@@ -277,8 +284,11 @@ class RCSLSAligner(BaseAligner):
         k = min(self.csls_k, S.shape[0], T.shape[0])
         max_iter = self._max_iter()
         self.step_choice_ = None
+        self.procrustes_ = None
         if isinstance(self.max_iter, str):
-            max_iter = self._auto_steps(Xp, Yp, Y, S, T, k, mean_y, spread, len(held_out))
+            max_iter = self._auto_steps(X, Xp, Yp, Y, S, T, k, mean_y, spread, len(held_out))
+        if max_iter is None:
+            return self._fit_procrustes(X, Y)
         W = self._train(Xt, Yt, Xv, Yv, S, T, k, max_iter)
         self.W_ = W.double().cpu().numpy()
         zeros_x, zeros_y = np.zeros(X.shape[1]), np.zeros(Y.shape[1])
@@ -296,11 +306,12 @@ class RCSLSAligner(BaseAligner):
     def _max_iter(self):
         return AUTO_MAX_ITER if isinstance(self.max_iter, str) else int(self.max_iter)
 
-    def _auto_steps(self, Xp, Yp, Y, S, T, k, mean_y, spread, n_validation):
+    def _auto_steps(self, X, Xp, Yp, Y, S, T, k, mean_y, spread, n_validation):
         """``max_iter="auto"``: :data:`AUTO_MAX_ITER` steps if, trained on the pairs less a
-        held-out slice, they beat the Procrustes start on it by more than one paired SE;
-        else 0.  ``Xp``, ``Yp``: the prepared pairs; ``Y``: the raw targets (the slice is
-        scored against them, as ``score`` does); ``S``, ``T``: the pools."""
+        held-out slice, they beat ``OrthogonalProcrustesAligner()`` on it by more than one
+        paired SE; else None (the fit is that Procrustes map).  ``X``, ``Y``: the raw
+        pairs (the slice is scored against ``Y``, as ``score`` does); ``Xp``, ``Yp``: the
+        prepared pairs; ``S``, ``T``: the pools."""
         n = Xp.shape[0]
         folds = None if n_validation else holdout.holdout_folds(n, self.random_state)
         if folds is None:
@@ -308,13 +319,13 @@ class RCSLSAligner(BaseAligner):
             step_choice.no_evidence(self, "the RCSLS steps", why)
             return AUTO_MAX_ITER
         held = folds[0]
-        Y_held = np.asarray(Y[held], dtype=np.float64)
-        keep = torch.as_tensor(np.setdiff1d(np.arange(n), held), device=Xp.device)
+        X_held, Y_held = np.asarray(X[held], np.float64), np.asarray(Y[held], np.float64)
+        kept_rows = np.setdiff1d(np.arange(n), held)
+        base = self._procrustes().fit(X[kept_rows], Y[kept_rows])
+        keep = torch.as_tensor(kept_rows, device=Xp.device)
         held = torch.as_tensor(held, device=Xp.device)
         empty = Xp[:0]
         Xk, Yk = Xp[keep], Yp[keep]
-        cross = (Xk.T.double() @ Yk.double()).cpu().numpy()
-        start = torch.as_tensor(procrustes_from_cross(cross)[0], dtype=Xp.dtype, device=Xp.device)
         trained = self._train(Xk, Yk, empty, empty[:, : Yp.shape[1]], S, T, k, AUTO_MAX_ITER)
 
         def hits(W):
@@ -325,11 +336,31 @@ class RCSLSAligner(BaseAligner):
             self,
             "the RCSLS steps",
             hits(trained),
-            hits(start),
+            holdout.paired_hits(base.transform(X_held), Y_held),
             parameter=f"max_iter={AUTO_MAX_ITER}",
-            base="the orthogonal Procrustes map they start from",
+            base="OrthogonalProcrustesAligner()",
         )
-        return AUTO_MAX_ITER if kept else 0
+        return AUTO_MAX_ITER if kept else None
+
+    def _procrustes(self):
+        return OrthogonalProcrustesAligner(device=self.device, random_state=self.random_state)
+
+    def _fit_procrustes(self, X, Y):
+        """The declined steps' fit: ``OrthogonalProcrustesAligner()`` on all pairs, kept in
+        ``procrustes_`` (``transform`` is its transform)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = self._procrustes().fit(X, Y)
+        A, _ = model._affine_map()
+        self.procrustes_ = model
+        self.center_ = bool(model.center_)
+        self.W_ = np.asarray(A, dtype=np.float64)
+        self.mean_x_, self.mean_y_ = model.mean_x_.copy(), model.mean_y_.copy()
+        self.spread_y_ = 1.0
+        self.loss_curve_, self.validation_scores_ = [], []
+        self.n_iter_ = self.best_iter_ = 0
+        warn_if_few_pairs(self, X.shape[0], stacklevel=5)
+        return self
 
     @staticmethod
     def _output(Z, mean_y, spread):
@@ -395,16 +426,18 @@ class RCSLSAligner(BaseAligner):
         return best
 
     def _maps_unit_rows(self):
-        """``transform`` maps into the space of Y's unit rows (see AlignedNeighbors)."""
-        return True
+        """``transform`` maps into the space of Y's unit rows (see AlignedNeighbors), unless
+        the fit is the Procrustes fallback."""
+        return getattr(self, "procrustes_", None) is None
 
     def _query_csls(self):
         """``AlignedNeighbors`` ranks this map's queries by cosine (``csls_k="auto"``).
 
         The loss already demotes the targets that crowd around the mapped rows; the
-        gallery's own crowding on top of it over-corrects.
+        gallery's own crowding on top of it over-corrects.  The Procrustes fallback is
+        ranked as Procrustes is (CSLS).
         """
-        return False
+        return getattr(self, "procrustes_", None) is not None
 
     def transform(self, X):
         """Map X into the space of Y's unit rows.
@@ -421,6 +454,8 @@ class RCSLSAligner(BaseAligner):
         """
         check_is_fitted(self)
         X = self._validate_X(X)
+        if getattr(self, "procrustes_", None) is not None:
+            return self.procrustes_.transform(X)
         dtype = torch.float64 if X.dtype == np.float64 else torch.float32
         device = self._compute_device()
         T = to_torch(X, device, dtype)
