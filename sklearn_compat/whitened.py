@@ -217,7 +217,9 @@ class WhitenedProcrustesAligner(BaseAligner):
         self.__dict__.pop("whiten_", None)
         self.__dict__.pop("dewhiten_", None)
         self.step_choice_ = None
-        wide = self.whiten is not False and is_wide(X, Y, sample_weight)
+        # Fewer rows than dimensions: solved in the row space, with or without whitening
+        # (directions no pair spans are left in place, as Procrustes does).
+        wide = is_wide(X, Y, sample_weight)
         chooser = self._choose_wide if wide else self._choose_from_moments
         sample = holdout.wide_solve_sample(X, Y, sample_weight, self.random_state)
         if self.whiten is not False and sample is not None:
@@ -247,7 +249,6 @@ class WhitenedProcrustesAligner(BaseAligner):
             chooser=self._step_chooser(chooser),
         )
         center, normalize = setting["center"], setting["normalize"]
-        wide = wide and bool(self.whiten_)
         split = self.__dict__.pop("_split", None)
         statistics = self.__dict__.pop("_statistics", {}).get(normalize)
         if wide:
