@@ -36,6 +36,15 @@ defaults over the same gallery.
 Checks of issue 22, per row: ``default >= best setting - 0.005`` and
 ``query path >= default transform - 0.005``; a summary line counts them.
 
+``--versus-procrustes`` measures instead each estimator's default against
+``OrthogonalProcrustesAligner()`` on the same test rows, in both directions of every pair
+(``A -> B`` and ``B -> A``; the word pair only as built), with the paired standard error of
+the per-row difference: issue 45's check is ``default >= Procrustes - 2 SE`` (Affine
+excepted: its loss of own geometry is its documented trade-off), and what each default's
+``"auto"`` step decided (``step_choice_``: kept or not).  It writes
+``benchmarks/results/alignment_table_procrustes.json``, the held-aside pairs (which the
+step rule was not designed on) in a table of their own.
+
 Options: ``--pairs`` / ``--estimators`` (name substrings), ``--threads`` (torch and BLAS),
 ``--epochs`` (``max_epochs`` of LambdaOrth and Residual, default 30: their early
 stopping rarely runs longer on these pairs, and the whole table then stays within minutes
@@ -69,6 +78,7 @@ from sklearn_compat import (
     WhitenedProcrustesAligner,
 )
 from sklearn_compat._core.auto_settings import fitted_choices
+from sklearn_compat._core.holdout import paired_gain
 from sklearn_compat.metrics import paired_topk_accuracy
 
 TOLERANCE = 0.005
@@ -224,6 +234,124 @@ def query_path_top1(est, pair):
     return float(np.mean(top == np.arange(len(top))))
 
 
+def transform_hits(est, pair):
+    """Per test query, whether ``est.transform`` retrieves its own row (or a gold word)."""
+    Z = torch.nn.functional.normalize(
+        torch.as_tensor(est.transform(pair["X_test"]), dtype=torch.float32), dim=1
+    )
+    if "gallery" in pair:
+        G = torch.nn.functional.normalize(torch.as_tensor(pair["gallery"]), dim=1)
+        top = (Z @ G.T).argmax(dim=1).numpy()
+        return np.array([t in set(g[g >= 0]) for t, g in zip(top, pair["gold"], strict=True)])
+    Y = torch.nn.functional.normalize(torch.as_tensor(pair["Y_test"], dtype=torch.float32), dim=1)
+    sims = Z @ Y.T
+    own = sims.diagonal().clone()
+    sims.fill_diagonal_(-float("inf"))
+    return (sims.max(dim=1).values < own).numpy()
+
+
+def directions(pair_name, pair):
+    """``[(label, pair)]``: the pair as built and, for paired test rows, reversed."""
+    X, Y = pair["X_train"], pair["Y_train"]
+    out = [(f"{pair_name} ({X.shape[1]} -> {Y.shape[1]})", pair)]
+    if "gallery" not in pair:
+        reverse = {
+            "X_train": pair["Y_train"],
+            "Y_train": pair["X_train"],
+            "X_test": pair["Y_test"],
+            "Y_test": pair["X_test"],
+        }
+        out.append((f"{pair_name} reversed ({Y.shape[1]} -> {X.shape[1]})", reverse))
+    return out
+
+
+def versus_procrustes(pairs, chosen_specs):
+    """``{row label: {estimator: cell}}``: each default against Procrustes' default."""
+    rows = {}
+    for pair_name, pair in pairs:
+        for label, p in directions(pair_name, pair):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                base_model = OrthogonalProcrustesAligner(device="cpu")
+                base = transform_hits(base_model.fit(p["X_train"], p["Y_train"]), p)
+            row = {"procrustes": float(base.mean())}
+            for name, default, _ in chosen_specs:
+                if name == "OrthogonalProcrustesAligner":
+                    continue
+                start = time.perf_counter()
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    est = default().fit(p["X_train"], p["Y_train"])
+                hits = transform_hits(est, p)
+                gain, se = paired_gain(hits, base)
+                step = getattr(est, "step_choice_", None) or {}
+                row[name] = {
+                    "p@1": float(hits.mean()),
+                    "gain": gain,
+                    "se": se,
+                    "ok": name == "AffineAligner" or gain >= -2 * se,
+                    "kept": step.get("kept"),
+                    "warned": any("StepDeclined" in type(w.message).__name__ for w in caught),
+                    "fit s": time.perf_counter() - start,
+                }
+                print(
+                    f"{label}: {name} {hits.mean():.3f} vs {base.mean():.3f} "
+                    f"({gain:+.3f} +/- {se:.3f}) step kept={step.get('kept')}",
+                    flush=True,
+                )
+            rows[label] = row
+    return rows
+
+
+def versus_cell(cell):
+    kept = {True: "step", False: "without", None: "-"}[cell["kept"]]
+    mark = "" if cell["ok"] else " **below**"
+    return f"{cell['p@1']:.3f} ({cell['gain']:+.3f} ± {cell['se']:.3f}, {kept}){mark}"
+
+
+def write_versus_procrustes(args, out, names):
+    """The ``--versus-procrustes`` results: one table per group of pairs, in
+    ``benchmarks/results/alignment_table_procrustes.json``.  A run on some pairs
+    (``--pairs``) keeps the other pairs' rows of the last run."""
+    columns = ["pair (new -> old)", "Procrustes", *[n.replace("Aligner", "") for n in names]]
+    path = Path(args.json).with_name("alignment_table_procrustes.json")
+    previous = {}
+    if path.exists() and args.pairs:
+        for tab in json.loads(path.read_text())["tables"]:
+            if tab["columns"] == columns:
+                previous[tab["title"]] = tab["rows"]
+    tables = []
+    for group in ("design pairs", "held-aside pairs"):
+        rows = out.get(group, {})
+        table_rows = [
+            [label, f"{row['procrustes']:.3f}", *(versus_cell(row[n]) for n in names)]
+            for label, row in rows.items()
+        ]
+        table_rows = [r for r in previous.get(group, []) if r[0] not in rows] + table_rows
+        if table_rows:
+            tables.append(_common.table(group, columns, table_rows))
+    below = [
+        f"{tab['columns'][2 + i]} on {r[0]}"
+        for tab in tables
+        for r in tab["rows"]
+        for i, cell in enumerate(r[2:])
+        if cell.endswith("**below**")
+    ]
+    _common.write_results(
+        argparse.Namespace(json=str(path), no_json=args.no_json),
+        "alignment_table_procrustes",
+        "Each default against OrthogonalProcrustesAligner()",
+        tables,
+        notes="P@1 of `transform` on the test rows, then (default - Procrustes ± paired "
+        'SE of the per-row difference, what the default\'s `"auto"` step chose: the '
+        "step kept, or the map without it). **below**: more than 2 SE below Procrustes "
+        "(Affine is not checked: it trades the new space's geometry for the old "
+        "space's fit). "
+        + (f"{len(below)} below: " + "; ".join(below) if below else "None below.")
+        + " The held-aside pairs were not used to design the rule.",
+    )
+
+
 def measure(default, settings, pair, query_all):
     row = {"settings": {}, "fit s": {}, "query": {}}
     for label, make in settings:
@@ -350,6 +478,11 @@ def main(argv=None):
     parser.add_argument("--query-all", action="store_true", help="query path of every setting")
     parser.add_argument("--no-mnist", action="store_true", help="skip the MNIST pairs")
     parser.add_argument("--raw-json", default=None, help="write every measurement here")
+    parser.add_argument(
+        "--versus-procrustes",
+        action="store_true",
+        help="each default against OrthogonalProcrustesAligner(), both directions (issue 45)",
+    )
     _common.add_json_arguments(parser, "alignment_table")
     args = parser.parse_args(argv)
     _common.limit_threads(args.threads)
@@ -362,6 +495,19 @@ def main(argv=None):
         if not args.estimators or any(part in spec[0] for part in args.estimators)
     ]
     out, labels_of = {}, {}
+    if args.versus_procrustes:
+        with threadpool_limits(limits=args.threads):
+            for group, pairs in groups.items():
+                pairs = [
+                    (n, p) for n, p in pairs if not args.pairs or any(s in n for s in args.pairs)
+                ]
+                if pairs:
+                    print(f"\n### {group}: " + ", ".join(n for n, _ in pairs))
+                    out[group] = versus_procrustes(pairs, chosen_specs)
+        names = [n for n, _, _ in chosen_specs if n != "OrthogonalProcrustesAligner"]
+        write_versus_procrustes(args, out, names)
+        print(f"{time.perf_counter() - start:.0f} s")
+        return 0
     with threadpool_limits(limits=args.threads):
         for group, pairs in groups.items():
             pairs = [(n, p) for n, p in pairs if not args.pairs or any(s in n for s in args.pairs)]

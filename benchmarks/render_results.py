@@ -32,6 +32,7 @@ ORDER = [
     "lambda_intercept_choice",
     "lambda_intercept_cost",
     "alignment_table",
+    "alignment_table_procrustes",
     "defaults",
     "refined_rounds",
     "anisotropic_pairs",
@@ -63,6 +64,9 @@ IN_FULL_ELSEWHERE = {
     "unpaired_heldout": "docs/user_guide/unpaired.md",
     "unpaired_large": "docs/user_guide/unpaired.md",
 }
+# Benchmarks whose per-restart tables only a user guide page prints: here the heading, the
+# run's paragraph and a pointer.
+TABLES_ELSEWHERE = {"unpaired_disjoint": "docs/user_guide/unpaired.md"}
 REQUIRED = {
     "benchmark": str,
     "title": str,
@@ -175,6 +179,9 @@ def render(records):
             ),
             "",
         ]
+        if record["benchmark"] in TABLES_ELSEWHERE:
+            lines[-2] += f" Every restart: `{TABLES_ELSEWHERE[record['benchmark']]}`."
+            continue
         elsewhere = IN_FULL_ELSEWHERE.get(record["benchmark"])
         for tab in record["tables"]:
             if elsewhere:

@@ -12,6 +12,7 @@ __all__ = [
     "InputError",
     "NotAvailable",
     "OutputLocked",
+    "StepDeclinedWarning",
     "UnderdeterminedFitWarning",
     "UnreliableAlignmentWarning",
 ]
@@ -25,6 +26,27 @@ class AutoSettingWarning(UserWarning):
     >>> import warnings
     >>> from sklearn_compat.exceptions import AutoSettingWarning
     >>> warnings.simplefilter("ignore", AutoSettingWarning)
+    """
+
+
+class StepDeclinedWarning(UserWarning):
+    """A method's extra step lost to the orthogonal map it builds on, and was left out.
+
+    Whitening (:class:`~sklearn_compat.WhitenedProcrustesAligner`), refinement rounds
+    (:class:`~sklearn_compat.RefinedProcrustesAligner`), the non-orthogonal part
+    (:class:`~sklearn_compat.LambdaOrthAligner`, :class:`~sklearn_compat.RCSLSAligner`,
+    :class:`~sklearn_compat.LambdaOrthAlignerCV`) and the residual MLP
+    (:class:`~sklearn_compat.ResidualAdapterAligner`) are each a step on top of orthogonal
+    Procrustes.  With their ``"auto"`` default, ``fit`` scores the map with and without the
+    step on held-out training pairs; when the step retrieves worse, the estimator fits
+    without it and warns once with this class, naming the two held-out scores, their
+    paired standard error and the parameter that keeps the step anyway.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from sklearn_compat.exceptions import StepDeclinedWarning
+    >>> warnings.simplefilter("ignore", StepDeclinedWarning)
     """
 
 

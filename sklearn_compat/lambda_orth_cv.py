@@ -105,6 +105,20 @@ class LambdaOrthAlignerCV(BaseAligner):
         first fit of each fold is then no longer GridSearchCV's.  Fast on pairs whose
         fits settle at once, misleading on pairs whose fits slide along the wall for
         long: see Notes (Text pairs).
+    fallback : "auto" or bool, default="auto"
+        Whether the refitted map must beat :class:`OrthogonalProcrustesAligner` with its
+        defaults.  ``"auto"`` scores the two on held-out rows by
+        :class:`LambdaOrthAligner`'s ``lam="auto"`` rule (the refit's early-stopping rows,
+        or a held-out fifth and a second training on the rest; more than one paired
+        standard error of paired top-1) and keeps the Procrustes map where training does
+        not win, with one :class:`~sklearn_compat.exceptions.StepDeclinedWarning` where it
+        lost: the grid's ``lam = 0`` is a trained, softly orthogonal map, not Procrustes,
+        and cross-validated scores of close ``lam`` values differ by less than their noise.
+        ``step_choice_`` holds the evidence; True means the same.  False keeps the refit
+        as it is (GridSearchCV's refit).  Unused without ``refit``, and with
+        ``stop_at_bound`` (whose refit is warm-started from the folds' maps).
+
+        .. versionadded:: 0.1
 
     Attributes
     ----------
@@ -123,6 +137,10 @@ class LambdaOrthAlignerCV(BaseAligner):
         ``best_estimator_.bias_`` (``refit`` only).
     orthogonality_gap_ : float
         ``best_estimator_.orthogonality_gap_`` (``refit`` only).
+    step_choice_ : dict or None
+        With ``fallback="auto"`` and ``refit``: the refit's held-out evidence against
+        Procrustes (see :class:`LambdaOrthAligner`); None otherwise.  Where it
+        declined, ``best_estimator_`` holds the Procrustes map (its ``lam_`` 0).
     lams_ : ndarray of shape (n_lams,)
         The grid used (the default one resolved).
     cv_results_ : dict of ndarrays
@@ -251,6 +269,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         **PATH_CONSTRAINTS,
         "refit": ["boolean"],
         "verbose": ["verbose"],
+        "fallback": ["boolean", StrOptions({"auto"})],
     }
 
     def __init__(
@@ -266,6 +285,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         verbose=0,
         warm_tol=0.0,
         stop_at_bound=False,
+        fallback="auto",
     ):
         self.lams = lams
         self.estimator = estimator
@@ -277,6 +297,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         self.verbose = verbose
         self.warm_tol = warm_tol
         self.stop_at_bound = stop_at_bound
+        self.fallback = fallback
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, Y=None, labels=None, *, y=None, groups=None):
@@ -369,6 +390,7 @@ class LambdaOrthAlignerCV(BaseAligner):
         self.lam_ = float(lams[self.best_index_])
         self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
 
+        self.step_choice_ = None
         for attr in ("best_estimator_", "W_", "bias_", "orthogonality_gap_", "refit_time_"):
             self.__dict__.pop(attr, None)
         if self.refit:
@@ -391,9 +413,13 @@ class LambdaOrthAlignerCV(BaseAligner):
                 # GridSearchCV's own refit, cold: where both searches pick the same lam
                 # they return the same map.
                 best = clone(base).set_params(lam=self.lam_)
+                # fallback="auto": the refit is judged against its Procrustes start.
+                best._judge_step = self.fallback is True or self.fallback == "auto"
                 best.fit(X, Y, **({} if labels is None else {"labels": labels}))
+                best.__dict__.pop("_judge_step", None)
             self.refit_time_ = time.perf_counter() - start
             self.best_estimator_ = best
+            self.step_choice_ = getattr(best, "step_choice_", None)
             self.W_ = best.W_
             self.bias_ = best.bias_
             self.orthogonality_gap_ = best.orthogonality_gap_

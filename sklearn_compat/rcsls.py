@@ -1,5 +1,6 @@
 """A linear map trained for retrieval: RCSLS (Joulin et al., EMNLP 2018)."""
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -9,7 +10,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_choice, refit_choice
+from ._core import auto_choice, holdout, refit_choice, step_choice
 from ._core.backend import resolve_device, to_torch
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
@@ -17,8 +18,12 @@ from ._core.polar import procrustes_from_cross
 from ._core.ranking import paired_topk_share, unit_rows
 from ._core.rcsls import clip_spectral_norm, rcsls_loss_and_gradient
 from ._core.validation import pick_target, stack_unpaired
+from .procrustes import OrthogonalProcrustesAligner
 
 __all__ = ["RCSLSAligner"]
+
+#: Steps that ``max_iter="auto"`` takes when they help (tuned on held-out real pairs).
+AUTO_MAX_ITER = 16
 
 
 def _centred_unit(U, mean):
@@ -68,11 +73,25 @@ class RCSLSAligner(BaseAligner):
     lr : float, default=5.0
         Initial step size.  A step that raises the loss is undone and the step size halved
         (the paper's schedule), so a large value only costs a few rejected steps.
-    max_iter : int, default=16
+    max_iter : int or "auto", default="auto"
         Full-batch gradient steps at most.  Between two sentence models more steps (32) can
         do better; retrieving among a large vocabulary (word translation) they overfit the
         dictionary, hence the default.  Watch the held-out top-1 with
-        ``validation_fraction`` to set it for a pair.
+        ``validation_fraction`` to set it for a pair.  ``"auto"`` takes 16 steps and keeps
+        them only where they retrieve better than :class:`OrthogonalProcrustesAligner`
+        with its defaults: the pairs less a held-out slice (a fifth, at most 1,000;
+        ``random_state`` draws it) are trained on, and the steps are kept when their paired
+        top-1 on the slice beats that Procrustes map's by more than one paired standard
+        error; otherwise the fit is that Procrustes map of all pairs (``procrustes_``,
+        ``n_iter_ = 0``; ``transform`` is its transform), with one
+        :class:`~sklearn_compat.exceptions.StepDeclinedWarning` when the steps lost (the
+        unit-row Procrustes start of the steps can itself be 0.03 below it).  This costs
+        one more training.  ``step_choice_`` holds the evidence; with
+        ``validation_fraction`` set, or below 100 pairs, the 16 steps run undecided (the
+        held-out pairs then pick the step to keep, the start included).
+
+        .. versionchanged:: 0.1
+           The default became ``"auto"`` (was 16).
     spectral_clip : bool, default=False
         Clip the singular values of the map at 1 after each step (the paper's convex
         relaxation of orthogonality: the map cannot stretch the space).  Off by default:
@@ -115,6 +134,13 @@ class RCSLSAligner(BaseAligner):
         Steps taken.
     best_iter_ : int
         Step whose map was kept (0: the Procrustes start).
+    procrustes_ : OrthogonalProcrustesAligner or None
+        The fitted Procrustes map where ``max_iter="auto"`` declined the steps, else None.
+    step_choice_ : dict or None
+        With ``max_iter="auto"``: the held-out evidence for the steps (``kept``,
+        ``with_step``, ``without_step``, ``gain``, its paired ``se``, ``n_rows``), or
+        ``kept`` None and ``why`` where nothing was scored; None for an explicit
+        ``max_iter``.
     n_features_in_ : int
         Width of X.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -165,7 +191,7 @@ class RCSLSAligner(BaseAligner):
         "csls_k": [Interval(Integral, 1, None, closed="left")],
         "center": ["boolean", StrOptions({"auto"})],
         "lr": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "spectral_clip": ["boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="left")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
@@ -179,7 +205,7 @@ class RCSLSAligner(BaseAligner):
         csls_k=10,
         center="auto",
         lr=5.0,
-        max_iter=16,
+        max_iter="auto",
         spectral_clip=False,
         validation_fraction=0.0,
         n_iter_no_change=5,
@@ -256,7 +282,14 @@ class RCSLSAligner(BaseAligner):
         Xt, Yt = Xp[train], Yp[train]
         Xv, Yv = Xp[held_out], Yp[held_out]
         k = min(self.csls_k, S.shape[0], T.shape[0])
-        W = self._train(Xt, Yt, Xv, Yv, S, T, k)
+        max_iter = self._max_iter()
+        self.step_choice_ = None
+        self.procrustes_ = None
+        if isinstance(self.max_iter, str):
+            max_iter = self._auto_steps(X, Xp, Yp, Y, S, T, k, mean_y, spread, len(held_out))
+        if max_iter is None:
+            return self._fit_procrustes(X, Y)
+        W = self._train(Xt, Yt, Xv, Yv, S, T, k, max_iter)
         self.W_ = W.double().cpu().numpy()
         zeros_x, zeros_y = np.zeros(X.shape[1]), np.zeros(Y.shape[1])
         self.mean_x_ = zeros_x if mean_x is None else mean_x.double().cpu().numpy()
@@ -268,7 +301,73 @@ class RCSLSAligner(BaseAligner):
     def _candidate_params(self):
         """What the ``"auto"`` candidates train: a quarter of the steps, no held-out pairs
         of their own (the chooser holds out its slice)."""
-        return {"max_iter": -(-int(self.max_iter) // 4), "validation_fraction": 0.0}
+        return {"max_iter": -(-self._max_iter() // 4), "validation_fraction": 0.0}
+
+    def _max_iter(self):
+        return AUTO_MAX_ITER if isinstance(self.max_iter, str) else int(self.max_iter)
+
+    def _auto_steps(self, X, Xp, Yp, Y, S, T, k, mean_y, spread, n_validation):
+        """``max_iter="auto"``: :data:`AUTO_MAX_ITER` steps if, trained on the pairs less a
+        held-out slice, they beat ``OrthogonalProcrustesAligner()`` on it by more than one
+        paired SE; else None (the fit is that Procrustes map).  ``X``, ``Y``: the raw
+        pairs (the slice is scored against ``Y``, as ``score`` does); ``Xp``, ``Yp``: the
+        prepared pairs; ``S``, ``T``: the pools."""
+        n = Xp.shape[0]
+        folds = None if n_validation else holdout.holdout_folds(n, self.random_state)
+        if folds is None:
+            why = "validation_fraction picks the step" if n_validation else "too few pairs"
+            step_choice.no_evidence(self, "the RCSLS steps", why)
+            return AUTO_MAX_ITER
+        held = folds[0]
+        X_held, Y_held = np.asarray(X[held], np.float64), np.asarray(Y[held], np.float64)
+        kept_rows = np.setdiff1d(np.arange(n), held)
+        base = self._procrustes().fit(X[kept_rows], Y[kept_rows])
+        keep = torch.as_tensor(kept_rows, device=Xp.device)
+        held = torch.as_tensor(held, device=Xp.device)
+        empty = Xp[:0]
+        Xk, Yk = Xp[keep], Yp[keep]
+        trained = self._train(Xk, Yk, empty, empty[:, : Yp.shape[1]], S, T, k, AUTO_MAX_ITER)
+
+        def hits(W):
+            Z = self._output(Xp[held] @ W, mean_y, spread)
+            return holdout.paired_hits(Z, Y_held)
+
+        kept = step_choice.decide_step(
+            self,
+            "the RCSLS steps",
+            hits(trained),
+            holdout.paired_hits(base.transform(X_held), Y_held),
+            parameter=f"max_iter={AUTO_MAX_ITER}",
+            base="OrthogonalProcrustesAligner()",
+        )
+        return AUTO_MAX_ITER if kept else None
+
+    def _procrustes(self):
+        return OrthogonalProcrustesAligner(device=self.device, random_state=self.random_state)
+
+    def _fit_procrustes(self, X, Y):
+        """The declined steps' fit: ``OrthogonalProcrustesAligner()`` on all pairs, kept in
+        ``procrustes_`` (``transform`` is its transform)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = self._procrustes().fit(X, Y)
+        A, _ = model._affine_map()
+        self.procrustes_ = model
+        self.center_ = bool(model.center_)
+        self.W_ = np.asarray(A, dtype=np.float64)
+        self.mean_x_, self.mean_y_ = model.mean_x_.copy(), model.mean_y_.copy()
+        self.spread_y_ = 1.0
+        self.loss_curve_, self.validation_scores_ = [], []
+        self.n_iter_ = self.best_iter_ = 0
+        warn_if_few_pairs(self, X.shape[0], stacklevel=5)
+        return self
+
+    @staticmethod
+    def _output(Z, mean_y, spread):
+        """Prepared rows as ``transform`` returns them (float64 numpy)."""
+        if mean_y is not None:
+            Z = unit_rows(Z) * spread + mean_y
+        return Z.double().cpu().numpy()
 
     def _centred(self):
         # The setting in force (models saved before "auto" existed have no center_).
@@ -282,7 +381,7 @@ class RCSLSAligner(BaseAligner):
         rng = check_random_state(self.random_state)
         return np.sort(rng.permutation(n)[:n_held])
 
-    def _train(self, X, Y, X_val, Y_val, sources, targets, k):
+    def _train(self, X, Y, X_val, Y_val, sources, targets, k, max_iter):
         """Gradient steps from Procrustes; returns the kept map (float32 tensor)."""
         cross = (X.T.double() @ Y.double()).cpu().numpy()
         W = torch.as_tensor(procrustes_from_cross(cross)[0], dtype=X.dtype, device=X.device)
@@ -295,7 +394,7 @@ class RCSLSAligner(BaseAligner):
         loss, gradient = rcsls_loss_and_gradient(W, X, Y, sources, targets, k)
         self.loss_curve_.append(loss)
         steps = 0
-        for _ in range(self.max_iter):
+        for _ in range(max_iter):
             steps += 1
             candidate = W - lr * gradient
             if self.spectral_clip:
@@ -327,16 +426,18 @@ class RCSLSAligner(BaseAligner):
         return best
 
     def _maps_unit_rows(self):
-        """``transform`` maps into the space of Y's unit rows (see AlignedNeighbors)."""
-        return True
+        """``transform`` maps into the space of Y's unit rows (see AlignedNeighbors), unless
+        the fit is the Procrustes fallback."""
+        return getattr(self, "procrustes_", None) is None
 
     def _query_csls(self):
         """``AlignedNeighbors`` ranks this map's queries by cosine (``csls_k="auto"``).
 
         The loss already demotes the targets that crowd around the mapped rows; the
-        gallery's own crowding on top of it over-corrects.
+        gallery's own crowding on top of it over-corrects.  The Procrustes fallback is
+        ranked as Procrustes is (CSLS).
         """
-        return False
+        return getattr(self, "procrustes_", None) is not None
 
     def transform(self, X):
         """Map X into the space of Y's unit rows.
@@ -353,6 +454,8 @@ class RCSLSAligner(BaseAligner):
         """
         check_is_fitted(self)
         X = self._validate_X(X)
+        if getattr(self, "procrustes_", None) is not None:
+            return self.procrustes_.transform(X)
         dtype = torch.float64 if X.dtype == np.float64 else torch.float32
         device = self._compute_device()
         T = to_torch(X, device, dtype)

@@ -6,10 +6,10 @@ from numbers import Integral
 import numpy as np
 import torch
 from sklearn.base import _fit_context, clone
-from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import fitted_choices
+from ._core import fitted_choices, holdout, step_choice
 from ._core.base import BaseAligner
 from ._core.csls import mutual_csls_pairs
 from ._core.few_pairs import UnderdeterminedFitWarning
@@ -18,12 +18,17 @@ from .whitened import WhitenedProcrustesAligner
 
 __all__ = ["RefinedProcrustesAligner"]
 
+#: Rounds that ``n_refinements="auto"`` runs when they help (MUSE's 5).
+AUTO_ROUNDS = 5
+
 #: The fitted attribute that records each "auto" parameter's choice.
 _CHOICES = {
     "center": "center_",
     "fit_intercept": "center_",
     "scale": "scale_mode_",
     "normalize": "normalize_",
+    "whiten": "whiten_",
+    "dewhiten": "dewhiten_",
 }
 
 
@@ -63,14 +68,33 @@ class RefinedProcrustesAligner(BaseAligner):
         guesses, so they are not asked again.  ``center_``, ``normalize_`` (or the
         estimator's other choices) and ``auto_scores_`` hold the choice.  How that choice
         compares with the best explicit setting after refinement: :ref:`benchmarks`.
-    n_refinements : int, default=5
+    n_refinements : int or "auto", default="auto"
         Rounds of induction and refitting (MUSE uses 5).  0 fits ``estimator`` on the
         given pairs only.  Rounds stop early once the induced dictionary repeats.
+        ``"auto"`` runs 5 rounds only where they help: the given pairs less a held-out
+        slice (a fifth, at most 1,000, evenly spaced) are fitted and refined with the
+        unpaired rows, and the rounds are kept only when the refined map's paired top-1
+        on the slice (ranked among the slice's and the unpaired target rows) beats the
+        unrefined one's by more than one paired standard error
+        (:class:`~sklearn_compat.exceptions.StepDeclinedWarning` when they lose).  With
+        ``keep_pairs`` and no unpaired rows there is nothing to induce and no round
+        runs; below 100 given pairs (no slice to judge by, and few pairs are what
+        refinement is for) the 5 rounds run.  ``step_choice_`` holds the evidence.
+
+        .. versionchanged:: 0.1
+           The default became ``"auto"`` (was 5).
     csls_k : int, default=10
         Neighbourhood size of CSLS's hubness correction (the paper's 10).
     keep_pairs : bool, default=True
-        Keep the given pairs in every round's dictionary (MUSE's supervised refinement
-        uses the induced dictionary alone: set False for that).
+        Keep the given pairs in every round's dictionary, and induce pairs only for rows
+        whose partner is not given (MUSE's supervised refinement uses the induced
+        dictionary alone: set False for that).
+
+        .. versionchanged:: 0.1
+           A row of a given pair is no longer also paired by induction: a mutual
+           neighbour that is not its known partner added a wrong pair beside the true one
+           (on paired-only data every round then refitted the given pairs plus their
+           mistakes).
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         Where the neighbour searches run (``estimator`` has its own ``device``).
 
@@ -93,6 +117,10 @@ class RefinedProcrustesAligner(BaseAligner):
         Pairs induced in each round.
     n_refinements_ : int
         Rounds run.
+    step_choice_ : dict or None
+        With ``n_refinements="auto"``: the held-out evidence for the rounds (``kept``,
+        ``with_step``, ``without_step``, ``gain``, ``se``, ``n_rows``), or ``kept`` None
+        and ``why`` when there was nothing to decide; None for explicit rounds.
     n_features_in_ : int
         Width of X.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -107,7 +135,8 @@ class RefinedProcrustesAligner(BaseAligner):
     -----
     Each round costs two CSLS searches of ``n_source x n_target`` similarities, computed
     on ``device`` in blocks of bounded memory (no full matrix is formed), plus a refit.
-    Without unpaired rows the rounds can still move the map: the induced dictionary
+    Without unpaired rows and with ``keep_pairs`` there is nothing to induce.  With
+    ``keep_pairs=False`` the rounds can still move the map: the induced dictionary
     replaces pairs the map gets wrong by ones it gets right, which is only useful when the
     given pairs are noisy.
 
@@ -123,8 +152,8 @@ class RefinedProcrustesAligner(BaseAligner):
     >>> seed = OrthogonalProcrustesAligner()
     >>> aligner = RefinedProcrustesAligner(seed, n_refinements=3).fit(
     ...     X[:20], Y[:20], X_unpaired=X[20:], Y_unpaired=Y[20:][::-1])
-    >>> aligner.n_induced_  # every row finds its partner
-    [500, 500]
+    >>> aligner.n_induced_  # every unpaired row finds its partner
+    [480, 480]
     >>> float(np.abs(aligner.W_ - Q).max()) < 0.01
     True
     >>> float(np.abs(OrthogonalProcrustesAligner().fit(X[:20], Y[:20]).W_ - Q).max()) < 0.01
@@ -133,14 +162,14 @@ class RefinedProcrustesAligner(BaseAligner):
 
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "transform"]), None],
-        "n_refinements": [Interval(Integral, 0, None, closed="left")],
+        "n_refinements": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "csls_k": [Interval(Integral, 1, None, closed="left")],
         "keep_pairs": ["boolean"],
         "device": [str, torch.device],
     }
 
     def __init__(
-        self, estimator=None, *, n_refinements=5, csls_k=10, keep_pairs=True, device="auto"
+        self, estimator=None, *, n_refinements="auto", csls_k=10, keep_pairs=True, device="auto"
     ):
         self.estimator = estimator
         self.n_refinements = n_refinements
@@ -182,17 +211,36 @@ class RefinedProcrustesAligner(BaseAligner):
         base = clone(base).set_params(**chosen_settings(current, base))
         for name in fitted_choices.CHOICE_ATTRIBUTES:
             self.__dict__.pop(name, None)
-            if hasattr(current, name):
+            if name != "step_choice_" and hasattr(current, name):
                 setattr(self, name, getattr(current, name))
-        self.n_induced_ = []
+        self.step_choice_ = None
+        n_rounds = self.n_refinements
+        if isinstance(n_rounds, str):
+            n_rounds = self._auto_rounds(X, Y, X_unpaired, Y_unpaired, base)
+        current, induced, self.n_induced_ = self._refine(
+            current, base, sources, targets, n_pairs, n_rounds
+        )
+        self.estimator_ = current
+        self.W_ = np.asarray(current.W_, dtype=np.float64)
+        self.induced_pairs_ = induced
+        self.n_refinements_ = len(self.n_induced_)
+        return self
+
+    def _refine(self, current, base, sources, targets, n_pairs, n_rounds):
+        """Up to ``n_rounds`` rounds from the map ``current``: ``(last map, last induced
+        pairs, pairs induced per round)``.  The first ``n_pairs`` rows of ``sources`` and
+        ``targets`` are the given pairs."""
+        n_induced = []
         induced = np.empty((0, 2), dtype=np.int64)
         k = min(self.csls_k, sources.shape[0], targets.shape[0])
-        rounds = 0
-        for _ in range(self.n_refinements):
+        for _ in range(n_rounds):
             mapped = current.transform(sources)
             new = mutual_csls_pairs(mapped, targets, k, device=self.device)
-            rounds += 1
-            self.n_induced_.append(int(len(new)))
+            if self.keep_pairs:
+                # A row with a given partner keeps it: a mutual neighbour that is not
+                # that partner would add a wrong pair beside the true one.
+                new = new[(new[:, 0] >= n_pairs) & (new[:, 1] >= n_pairs)]
+            n_induced.append(int(len(new)))
             if np.array_equal(new, induced):
                 break
             induced = new
@@ -207,11 +255,42 @@ class RefinedProcrustesAligner(BaseAligner):
                 # are the model's own guesses, not the user's data.
                 warnings.simplefilter("ignore", UnderdeterminedFitWarning)
                 current = clone(base).fit(sources[src], targets[tgt])
-        self.estimator_ = current
-        self.W_ = np.asarray(current.W_, dtype=np.float64)
-        self.induced_pairs_ = induced
-        self.n_refinements_ = rounds
-        return self
+        return current, induced, n_induced
+
+    def _auto_rounds(self, X, Y, X_unpaired, Y_unpaired, base):
+        """``n_refinements="auto"``: :data:`AUTO_ROUNDS` rounds if they beat no round on
+        a held-out slice of the given pairs (see the parameter), else 0."""
+        if self.keep_pairs and X_unpaired is None and Y_unpaired is None:
+            step_choice.no_evidence(self, "refinement", "no unpaired rows to induce pairs from")
+            return 0
+        folds = holdout.holdout_folds(X.shape[0], None)
+        if folds is None:
+            step_choice.no_evidence(self, "refinement", "too few pairs for a held-out slice")
+            return AUTO_ROUNDS
+        held = folds[0]
+        keep = np.setdiff1d(np.arange(X.shape[0]), held)
+        sources = stack_unpaired(X[keep], X_unpaired, "X_unpaired")
+        targets = stack_unpaired(Y[keep], Y_unpaired, "Y_unpaired")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            start = clone(base).fit(X[keep], Y[keep])
+            refined, _, _ = self._refine(start, base, sources, targets, len(keep), AUTO_ROUNDS)
+        # The slice's rows rank among the unpaired target rows too (at most
+        # MAX_SCORED_ROWS of them, evenly spaced), so a small slice still tells maps apart.
+        others = None
+        if Y_unpaired is not None:
+            others = np.asarray(targets[len(keep) :])
+            step = max(1, len(others) // holdout.MAX_SCORED_ROWS)
+            others = others[::step]
+        kept = step_choice.decide_step(
+            self,
+            "refinement",
+            holdout.paired_hits(refined.transform(X[held]), Y[held], others),
+            holdout.paired_hits(start.transform(X[held]), Y[held], others),
+            parameter=f"n_refinements={AUTO_ROUNDS}",
+            base="the map of the given pairs",
+        )
+        return AUTO_ROUNDS if kept else 0
 
     def _affine_map(self):
         """The last round's map as ``(A, b)`` (exports; ``transform`` delegates to it)."""

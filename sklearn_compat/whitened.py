@@ -8,7 +8,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import auto_choice, holdout, moment_choice
+from ._core import auto_choice, holdout, moment_choice, step_choice
 from ._core.backend import apply_affine, is_dask_collection
 from ._core.base import BaseAligner
 from ._core.few_pairs import warn_if_few_pairs
@@ -58,19 +58,40 @@ class WhitenedProcrustesAligner(BaseAligner):
         ``center_`` holds the choice.  The paper's setting (both on) is not best on every
         pair, hence the choice (:ref:`centring`).  Fewer than 100 rows: both True, with an
         :class:`~sklearn_compat.exceptions.AutoSettingWarning`.
-    whiten : bool, default=True
+    whiten : "auto" or bool, default="auto"
         Whiten each side by the inverse square root of its covariance.  False reduces the
-        map to Procrustes (with ``reweight=0``).
+        map to Procrustes' orthogonal map (with ``reweight=0``; no scale).  Whitening
+        recovers any invertible linear relation, but it also gives every direction of X,
+        the noisy ones included, unit weight, and on some pairs of real models it costs
+        retrieval (a static 256-d model mapped into a 384-d transformer's space: 0.82
+        paired top-1 against Procrustes' 0.92; :ref:`choosing_a_method`).  ``"auto"``
+        scores the whitened candidates (with ``dewhiten``, ``center`` and ``normalize``)
+        and the unwhitened ones on the same held-out folds (see ``center``) and keeps
+        whitening only when its best candidate beats the best unwhitened one by more than
+        one paired standard error of the per-row difference; ``whiten_`` holds the choice,
+        ``step_choice_`` the evidence, and a whitening that lost is left out with one
+        :class:`~sklearn_compat.exceptions.StepDeclinedWarning`.  ``True``/``False`` are
+        used as given.
+
+        .. versionchanged:: 0.1
+           The default became ``"auto"`` (was True).
     reweight : float >= 0, default=0.0
         Power of the singular values ``S`` that re-weights the source side.  0 gives the
         exact recovery above; 0.5 and 1 are the paper's other settings (they stretch the
         more correlated directions).
-    dewhiten : {"target", "source"}, default="target"
+    dewhiten : {"auto", "target", "source"}, default="auto"
         De-whiten the source side with respect to Y's covariance (the map then gives Y's
         covariance, right for retrieval against the raw Y rows) or X's own (keeps more of
-        X's geometry).  Unused without ``whiten``.  (The paper's third choice, no
-        de-whitening, leaves the output whitened, which only makes sense against whitened
-        Y rows, so it is not offered.)
+        X's geometry).  Unused without whitening.  "target" re-colours every canonical
+        direction with Y's variance, the noisy ones with little correlation included: that
+        is what cost most where a smaller space is mapped into a larger one (on planted
+        pairs "source" kept within 0.015 of Procrustes where "target" lost 0.02-0.17).
+        ``"auto"`` scores both with the other settings (see ``whiten``); ``dewhiten_``
+        holds the choice.  (The paper's third choice, no de-whitening, leaves the output
+        whitened, which only makes sense against whitened Y rows, so it is not offered.)
+
+        .. versionchanged:: 0.1
+           The default became ``"auto"`` (was "target").
     n_components : int or None, default=None
         Keep only the ``n_components`` most correlated directions (dimensionality
         reduction, the last step); ``None`` keeps ``min(d_x, d_y)``.
@@ -89,8 +110,14 @@ class WhitenedProcrustesAligner(BaseAligner):
         Mean of the (normalised) X rows, zeros unless centred.
     mean_y_ : ndarray of shape (n_targets_,)
         Mean of the (normalised) Y rows, zeros unless centred.
-    center_, normalize_ : bool
+    center_, normalize_, whiten_ : bool
         The settings in force: the parameters, or what ``"auto"`` chose.
+    dewhiten_ : {"target", "source"}
+        The de-whitening in force (the parameter, or what ``"auto"`` chose).
+    step_choice_ : dict or None
+        With ``whiten="auto"`` and enough rows: the held-out evidence for whitening
+        (``kept``, the best candidates' top-1 ``with_step`` and ``without_step``, their
+        ``gain`` and its paired ``se``, ``n_rows`` scored); None otherwise.
     auto_scores_ : dict or None
         Held-out paired top-1 of each candidate that ``"auto"`` scored (None otherwise).
     singular_values_ : ndarray of shape (n_components_,)
@@ -138,9 +165,9 @@ class WhitenedProcrustesAligner(BaseAligner):
     _parameter_constraints: dict = {
         "normalize": ["boolean", StrOptions({"auto"})],
         "center": ["boolean", StrOptions({"auto"})],
-        "whiten": ["boolean"],
+        "whiten": ["boolean", StrOptions({"auto"})],
         "reweight": [Interval(Real, 0, None, closed="left")],
-        "dewhiten": [StrOptions({"target", "source"})],
+        "dewhiten": [StrOptions({"auto", "target", "source"})],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "device": [str, torch.device],
         "random_state": ["random_state"],
@@ -150,9 +177,9 @@ class WhitenedProcrustesAligner(BaseAligner):
         self,
         normalize="auto",
         center="auto",
-        whiten=True,
+        whiten="auto",
         reweight=0.0,
-        dewhiten="target",
+        dewhiten="auto",
         n_components=None,
         device="auto",
         random_state=None,
@@ -187,10 +214,15 @@ class WhitenedProcrustesAligner(BaseAligner):
             Fitted aligner.
         """
         Y = pick_target(Y, y)
-        wide = bool(self.whiten) and is_wide(X, Y, sample_weight)
+        self.__dict__.pop("whiten_", None)
+        self.__dict__.pop("dewhiten_", None)
+        self.step_choice_ = None
+        # Fewer rows than dimensions: solved in the row space, with or without whitening
+        # (directions no pair spans are left in place, as Procrustes does).
+        wide = is_wide(X, Y, sample_weight)
         chooser = self._choose_wide if wide else self._choose_from_moments
         sample = holdout.wide_solve_sample(X, Y, sample_weight, self.random_state)
-        if self.whiten and sample is not None:
+        if self.whiten is not False and sample is not None:
             # Wide solves, more rows than columns: candidates scored in the row space on a
             # sample of rows; the chosen setting is fitted on every row below.
             chooser = auto_choice.sampled_chooser(self._choose_wide, sample)
@@ -198,13 +230,23 @@ class WhitenedProcrustesAligner(BaseAligner):
             self,
             X,
             Y,
-            {"center": "center_", "normalize": "normalize_"},
-            [{"center": c, "normalize": n} for n in (True, False) for c in (True, False)],
-            {"center": True, "normalize": True},
+            {
+                "center": "center_",
+                "normalize": "normalize_",
+                "whiten": "whiten_",
+                "dewhiten": "dewhiten_",
+            },
+            [
+                {"center": c, "normalize": n, "whiten": w, "dewhiten": dw}
+                for w, dw in self._step_grid()
+                for n in (True, False)
+                for c in (True, False)
+            ],
+            {"center": True, "normalize": True, "whiten": True, "dewhiten": "target"},
             sample_weight=sample_weight,
             # Wide data form no (d, d) statistic: the candidates are then refitted in the
             # row space on the kept rows instead of solved from moments.
-            chooser=chooser,
+            chooser=self._step_chooser(chooser),
         )
         center, normalize = setting["center"], setting["normalize"]
         split = self.__dict__.pop("_split", None)
@@ -256,7 +298,47 @@ class WhitenedProcrustesAligner(BaseAligner):
         warn_if_few_pairs(self, self.n_samples_seen_, stacklevel=stacklevel)
         return self
 
-    def _choose_wide(self, options, X, Y, sample_weight):
+    def _step_grid(self):
+        """(whiten, dewhiten) candidates: de-whitening is moot without whitening."""
+        grid = [(True, "target"), (True, "source"), (False, "target")]
+        return [(w, dw) for w, dw in grid if self.whiten == "auto" or w == bool(self.whiten)]
+
+    def _step_chooser(self, chooser):
+        """``chooser`` with whitening decided as a step (see ``whiten``): the best
+        whitened and the best unwhitened candidate are compared by
+        :func:`~._core.step_choice.decide_step` on the same held-out rows."""
+
+        def choose(options, X, Y, sample_weight):
+            hits = {}
+            chosen, scores = chooser(options, X, Y, sample_weight, hits=hits)
+            steps = [o for o in options if o["whiten"]]
+            bases = [o for o in options if not o["whiten"]]
+            if chosen is None or not steps or not bases:
+                return chosen, scores
+            labels = {holdout.params_label(o): o for o in options}
+            best = {}
+            for group, name in ((steps, "step"), (bases, "base")):
+                group_scores = {
+                    holdout.params_label(o): [scores[holdout.params_label(o)]]
+                    for o in group
+                    if holdout.params_label(o) in scores
+                }
+                best[name] = holdout.pick(group_scores) if group_scores else None
+            if best["step"] is None or best["base"] is None:
+                return chosen, scores
+            kept = step_choice.decide_step(
+                self,
+                "whitening",
+                hits[best["step"]],
+                hits[best["base"]],
+                parameter="whiten=True",
+                base="the unwhitened orthogonal map",
+            )
+            return labels[best["step" if kept else "base"]], scores
+
+        return choose
+
+    def _choose_wide(self, options, X, Y, sample_weight, hits=None):
         """``"auto"`` on wide data: one held-out fold; each candidate is solved on the kept
         rows in the row space from one shared QR per side and applied through its factors
         (no d_x x d_y map is formed), then scored by paired top-1.  Uncentred candidates
@@ -271,6 +353,8 @@ class WhitenedProcrustesAligner(BaseAligner):
             for normalize in {option["normalize"] for option in options}
         }
         kept = [o for o in options if o["center"] or not flat[o["normalize"]]] or options
+        if hits is None:
+            hits = {}
         if len(kept) == 1:
             return kept[0], {}
         folds = holdout.holdout_folds(len(X), self.random_state)
@@ -281,21 +365,23 @@ class WhitenedProcrustesAligner(BaseAligner):
         # One QR per side of every row (kept rows first) for every candidate and the final
         # fit (kept in self._split for fit).
         split = SplitRows(X, Y, w, keep, held)
-        solver = self._solver_options(X.shape[1], Y.shape[1], len(keep))
         norms = np.linalg.norm(split.held_y, axis=1)
         norms[norms == 0] = 1.0
         scores = {}
         for option in kept:
-            stats = candidate_stats(split.kept, **option)
+            solver = self._solver_options(X.shape[1], Y.shape[1], len(keep), option)
+            shape = {"center": option["center"], "normalize": option["normalize"]}
+            stats = candidate_stats(split.kept, **shape)
             # A score, not the map: float32 halves the candidates' solves.
-            products = whitened_held_products(split, stats, **option, **solver, dtype=np.float32)
+            products = whitened_held_products(split, stats, **shape, **solver, dtype=np.float32)
             label = holdout.params_label(option)
-            scores[label] = [holdout.top1_of_similarities(products / norms, Y[held])]
+            hits[label] = holdout.top1_hits(products / norms, Y[held])
+            scores[label] = [float(np.mean(hits[label]))]
         self._split = split
         by_label = {holdout.params_label(o): o for o in kept}
         return by_label[holdout.pick(scores)], {k: v[0] for k, v in scores.items()}
 
-    def _choose_from_moments(self, options, X, Y, sample_weight):
+    def _choose_from_moments(self, options, X, Y, sample_weight, hits=None):
         return moment_choice.choose_from_moments(
             self,
             X,
@@ -308,15 +394,18 @@ class WhitenedProcrustesAligner(BaseAligner):
             ),
             solve=self._candidate_map,
             statistics=self.__dict__.setdefault("_statistics", {}),
+            hits=hits,
         )
 
-    def _solver_options(self, d_x, d_y, n_rows):
-        """The multi-step parameters, and the rank tolerance (rounding level of the
+    def _solver_options(self, d_x, d_y, n_rows, option=None):
+        """The multi-step parameters (the settings in force, or a candidate ``option``'s
+        ``whiten`` and ``dewhiten``), and the rank tolerance (rounding level of the
         statistics of ``n_rows`` rows of widths ``d_x``, ``d_y``)."""
+        option = option or {}
         return {
-            "whiten": self.whiten,
+            "whiten": bool(option.get("whiten", self._whiten())),
             "reweight": float(self.reweight),
-            "dewhiten": self.dewhiten,
+            "dewhiten": option.get("dewhiten", self._dewhiten()),
             "n_components": self.n_components,
             "rtol": np.finfo(np.float64).eps * max(d_x, d_y, np.sqrt(n_rows)),
         }
@@ -335,12 +424,19 @@ class WhitenedProcrustesAligner(BaseAligner):
             stats["gram_x"],
             stats["gram_y"],
             cross,
-            **self._solver_options(*cross.shape, stats["weight"]),
+            **self._solver_options(*cross.shape, stats["weight"], option),
             dtype=holdout.scoring_dtype(min(cross.shape), cross),
         ).W
         if not option["center"]:
             return W, np.zeros(W.shape[1])
         return W, stats["mean_y"] - stats["mean_x"] @ W
+
+    def _whiten(self):
+        # Models saved before "auto" existed have no whiten_: they whitened.
+        return bool(auto_choice.resolve(self.whiten, "whiten_", self, True))
+
+    def _dewhiten(self):
+        return auto_choice.resolve(self.dewhiten, "dewhiten_", self, "target")
 
     def _normalize(self):
         # The setting in force (models saved before "auto" existed have no normalize_).

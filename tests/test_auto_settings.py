@@ -131,7 +131,7 @@ def test_constant_columns_warn(rng, cls, constant):
     # An explicit setting is not a choice: nothing to warn about.
     explicit = {"fit_intercept": True} if cls is AffineAligner else {"center": True}
     if cls is WhitenedProcrustesAligner:
-        explicit["normalize"] = True
+        explicit.update(normalize=True, whiten=True, dewhiten="target")
     if cls is OrthogonalProcrustesAligner:
         explicit["scale"] = "spread"
     with warnings.catch_warnings():
@@ -307,11 +307,18 @@ def test_lambda_orth_warm_start_keeps_the_choice(rng):
 
 def test_refined_decides_once_and_keeps_the_choice_in_every_round(rng):
     X, Y = _anisotropic_pair(rng, n=400)
-    refined = RefinedProcrustesAligner(n_refinements=2).fit(X[:300], Y[:300])
+    # Unpaired rows to induce pairs from (rows with a given partner are never re-paired).
+    refined = RefinedProcrustesAligner(n_refinements=2).fit(
+        X[:200], Y[:200], X_unpaired=X[200:300], Y_unpaired=Y[200:300][::-1]
+    )
+    assert refined.n_refinements_ >= 1
     last = refined.estimator_.get_params()
-    assert (last["center"], last["normalize"]) == (refined.center_, refined.normalize_)
-    assert set(refined.auto_scores_) == {
-        f"center={c}, normalize={n}" for c in (True, False) for n in (True, False)
+    chosen = (refined.center_, refined.normalize_, refined.whiten_, refined.dewhiten_)
+    assert (last["center"], last["normalize"], last["whiten"], last["dewhiten"]) == chosen
+    assert set(refined.auto_scores_) >= {
+        f"center={c}, normalize={n}, whiten=True, dewhiten='target'"
+        for c in (True, False)
+        for n in (True, False)
     }
     assert AlignedNeighbors(refined).fit(Y[300:]).centered_ == refined.center_
 

@@ -490,9 +490,11 @@ def test_cv_fits_what_grid_search_fits(stop_at_bound):
     X, Y, X_test, Y_test = _digits_pair()
     base = LambdaOrthAligner(max_epochs=3, random_state=0)
     grid = GridSearchCV(base, {"lam": LAMS}, cv=3).fit(X, Y)
-    search = LambdaOrthAlignerCV(lams=LAMS, cv=3, estimator=base, stop_at_bound=stop_at_bound).fit(
-        X, Y
-    )
+    # fallback=False: GridSearchCV's refit, without the default's check of the refit
+    # against its Procrustes start.
+    search = LambdaOrthAlignerCV(
+        lams=LAMS, cv=3, estimator=base, stop_at_bound=stop_at_bound, fallback=False
+    ).fit(X, Y)
     # The same intercept choice as the plain estimator on the same rows, held by the
     # refitted map as GridSearchCV's best_estimator_ holds it.
     assert search.best_estimator_.center_ == grid.best_estimator_.center_
@@ -518,7 +520,9 @@ def test_cv_fits_what_grid_search_fits_on_a_real_pair(mnist_features, stop_at_bo
     lams = [0.0, 8.0, np.inf]
     base = LambdaOrthAligner(random_state=0, max_epochs=40)
     grid = GridSearchCV(base, {"lam": lams}, cv=3).fit(X, Y)
-    search = LambdaOrthAlignerCV(lams=lams, cv=3, estimator=base, stop_at_bound=stop_at_bound)
+    search = LambdaOrthAlignerCV(
+        lams=lams, cv=3, estimator=base, stop_at_bound=stop_at_bound, fallback=False
+    )
     search.fit(X, Y)
     top1 = [
         paired_topk_accuracy(m.transform(unit[0][test]), unit[1][test]) for m in (grid, search)

@@ -4,6 +4,7 @@ The dense references are computed here from the d x d statistics with the packag
 dense solvers (themselves checked against numpy/scipy in their test files).
 """
 
+import ast
 import warnings
 
 import numpy as np
@@ -98,6 +99,8 @@ def test_rotation_onto_handles_shared_directions():
 )
 def test_whitening_equals_the_dense_route(n, d_x, d_y, params):
     X, Y, w = weighted_pair(n, d_x, d_y, seed=1)
+    # The whitened map itself (the default decides whitening from held-out pairs).
+    params = {"whiten": True, "dewhiten": "target", **params}
     aligner = WhitenedProcrustesAligner(**params).fit(X, Y, sample_weight=w)
     Xn, Yn = (unit_rows(X), unit_rows(Y)) if aligner.normalize else (X, Y)
     A, B, _ = rows(Xn, Yn, w, aligner.center)
@@ -180,11 +183,16 @@ def test_whitened_auto_on_wide_data_scores_as_explicit_refits_would():
     held = holdout_folds(n, 0)[0]
     keep = np.setdiff1d(np.arange(n), held)
     for label, score in aligner.auto_scores_.items():
-        params = {k: v == "True" for k, v in (part.split("=") for part in label.split(", "))}
+        params = {k: ast.literal_eval(v) for k, v in (p.split("=") for p in label.split(", "))}
         refit = WhitenedProcrustesAligner(**params).fit(X[keep], Y[keep])
         assert score == pytest.approx(paired_top1(refit.transform(X[held]), Y[held]), abs=1e-12)
-    best = max(aligner.auto_scores_, key=aligner.auto_scores_.get)
-    assert f"center={aligner.center_}, normalize={aligner.normalize_}" == best
+    # The best of the whitened or of the unwhitened candidates, as the step rule decided.
+    chosen = (
+        f"center={aligner.center_}, normalize={aligner.normalize_}, "
+        f"whiten={aligner.whiten_}, dewhiten={aligner.dewhiten_!r}"
+    )
+    group = {k: v for k, v in aligner.auto_scores_.items() if f"whiten={aligner.whiten_}," in k}
+    assert chosen == max(group, key=group.get)
 
 
 @pytest.mark.parametrize("shape", [(150, 300, 300), (150, 300, 120), (150, 120, 300)])

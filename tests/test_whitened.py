@@ -9,6 +9,8 @@ from scipy.stats import ortho_group
 from sklearn_compat import OrthogonalProcrustesAligner, WhitenedProcrustesAligner
 
 RAW = {"normalize": False, "center": False, "device": "cpu"}
+# The whitened map itself (the default decides whitening from held-out pairs).
+WHITE = {"whiten": True, "dewhiten": "target"}
 
 
 def anisotropic(rng, n, d):
@@ -26,7 +28,7 @@ def whitened(rng, n, d):
 def test_recovers_any_full_rank_map_on_whitened_data(rng, d_x, d_y):
     X = whitened(rng, 200, d_x)
     A = rng.normal(size=(d_x, d_y))
-    aligner = WhitenedProcrustesAligner(**RAW).fit(X, X @ A)
+    aligner = WhitenedProcrustesAligner(**RAW, **WHITE).fit(X, X @ A)
     # Exact whenever Y determines A: d_x <= d_y, or the planted A has full column rank.
     np.testing.assert_allclose(aligner.W_, A, atol=1e-10)
     assert aligner.singular_values_ == pytest.approx(np.ones(min(d_x, d_y)))
@@ -36,7 +38,7 @@ def test_recovers_a_non_orthogonal_map_that_procrustes_cannot(rng):
     X = anisotropic(rng, 400, 7)
     A = rng.normal(size=(7, 7))
     Y = X @ A + 2.0
-    whitened_fit = WhitenedProcrustesAligner(normalize=False, center=True).fit(X, Y)
+    whitened_fit = WhitenedProcrustesAligner(normalize=False, center=True, **WHITE).fit(X, Y)
     np.testing.assert_allclose(whitened_fit.W_, A, atol=1e-8)
     np.testing.assert_allclose(whitened_fit.transform(X), Y, atol=1e-8)
     procrustes = OrthogonalProcrustesAligner(center=True).fit(X, Y)
@@ -47,12 +49,14 @@ def test_recovers_a_non_orthogonal_map_that_procrustes_cannot(rng):
 def test_reduced_rank_recovers_a_map_of_that_rank(rng, rank):
     X = anisotropic(rng, 300, 8)
     A = rng.normal(size=(8, rank)) @ rng.normal(size=(rank, 6))
-    aligner = WhitenedProcrustesAligner(n_components=rank, **RAW).fit(X, X @ A)
+    aligner = WhitenedProcrustesAligner(n_components=rank, **RAW, **WHITE).fit(X, X @ A)
     assert aligner.n_components_ == rank
     np.testing.assert_allclose(aligner.W_, A, atol=1e-8)
     assert np.linalg.matrix_rank(aligner.W_, tol=1e-8) == rank
     # Keeping fewer directions than the map has loses part of it.
-    short = WhitenedProcrustesAligner(n_components=rank, **RAW).fit(X, X @ (A + np.eye(8, 6)))
+    short = WhitenedProcrustesAligner(n_components=rank, **RAW, **WHITE).fit(
+        X, X @ (A + np.eye(8, 6))
+    )
     assert np.abs(short.transform(X) - X @ (A + np.eye(8, 6))).max() > 1e-3
 
 
@@ -72,7 +76,7 @@ def test_matches_the_steps_written_out(rng):
     source = power(Cx, -0.5) @ U * S**0.5 @ (U.T @ power(Cx, 0.5) @ U)
     expected = source @ V.T
     aligner = WhitenedProcrustesAligner(
-        reweight=0.5, dewhiten="source", n_components=k, **RAW
+        whiten=True, reweight=0.5, dewhiten="source", n_components=k, **RAW
     ).fit(X, Y)
     np.testing.assert_allclose(aligner.W_, expected, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(aligner.singular_values_, S, rtol=1e-10)
@@ -89,8 +93,10 @@ def test_normalize_makes_the_map_blind_to_row_norms(rng):
     X = anisotropic(rng, 200, 6)
     Y = X @ rng.normal(size=(6, 4))
     scales = rng.uniform(0.1, 10, size=(200, 1))
-    a = WhitenedProcrustesAligner(normalize=True, center=True).fit(X, Y)
-    b = WhitenedProcrustesAligner(normalize=True, center=True).fit(X * scales, Y * scales[::-1])
+    a = WhitenedProcrustesAligner(normalize=True, center=True, **WHITE).fit(X, Y)
+    b = WhitenedProcrustesAligner(normalize=True, center=True, **WHITE).fit(
+        X * scales, Y * scales[::-1]
+    )
     np.testing.assert_allclose(a.W_, b.W_, atol=1e-10)
     np.testing.assert_allclose(a.transform(X), b.transform(X * 3.0), atol=1e-10)
 
@@ -117,7 +123,7 @@ def test_torch_float32_input_keeps_dtype_and_agrees(rng):
 
 def test_fewer_rows_than_features_is_no_error(rng):
     X, Y = rng.normal(size=(5, 20)), rng.normal(size=(5, 12))
-    aligner = WhitenedProcrustesAligner(**RAW).fit(X, Y)
+    aligner = WhitenedProcrustesAligner(**RAW, **WHITE).fit(X, Y)
     # Five pairs determine the map on their span exactly.
     np.testing.assert_allclose(aligner.transform(X), Y, atol=1e-8)
     assert scipy.linalg.norm(aligner.W_) < 1e3

@@ -79,9 +79,9 @@ def sampled_chooser(chooser, sample):
     """``chooser`` (``(options, X, Y, sample_weight)`` of validated input) run on the
     rows ``sample`` only (float64 numpy)."""
 
-    def choose(options, X, Y, sample_weight):
+    def choose(options, X, Y, sample_weight, **kwargs):
         weights = None if sample_weight is None else np.asarray(sample_weight)[sample]
-        return chooser(options, take_rows(X, sample), take_rows(Y, sample), weights)
+        return chooser(options, take_rows(X, sample), take_rows(Y, sample), weights, **kwargs)
 
     return choose
 

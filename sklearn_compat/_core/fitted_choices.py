@@ -8,8 +8,11 @@ CHOICE_ATTRIBUTES = (
     "fit_intercept_",
     "scale_mode_",
     "normalize_",
+    "whiten_",
+    "dewhiten_",
     "auto_scores_",
     "query_scores_",
+    "step_choice_",
 )
 
 
@@ -24,4 +27,17 @@ def fitted_choices(model):
             out[name] = value if isinstance(value, str) else bool(value)
         elif name in ("auto_scores_", "query_scores_") and isinstance(value, dict):
             out[name] = {str(k): round(float(v), 4) for k, v in value.items()}
+        elif name == "step_choice_" and isinstance(value, dict):
+            out[name] = {str(k): _plain(v) for k, v in value.items()}
     return out
+
+
+def _plain(value):
+    """A step choice's entry as a builtin (floats rounded to 4 places)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    return round(float(value), 4)

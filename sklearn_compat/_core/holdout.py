@@ -136,7 +136,13 @@ def same_target_groups(targets):
 
 
 def top1_of_similarities(sims, targets=None):
-    """Share of rows of a square similarity matrix whose diagonal entry is the row's
+    """Share of rows whose own target is their strict nearest: the mean of
+    :func:`top1_hits` (see there)."""
+    return float(np.mean(top1_hits(sims, targets)))
+
+
+def top1_hits(sims, targets=None):
+    """Per row of a square similarity matrix, whether its diagonal entry is the row's
     strict maximum (ties count against the row, as in the aligners' ``score``).  A query's
     own normalisation does not change its row's order, so ``sims`` may use raw queries.
 
@@ -151,7 +157,7 @@ def top1_of_similarities(sims, targets=None):
     groups = same_target_groups(targets)
     if groups is not None:
         sims[groups[:, None] == groups[None, :]] = -np.inf
-    return float(np.mean(sims.max(axis=1) < own))
+    return sims.max(axis=1) < own
 
 
 def paired_top1(Z, Y):
@@ -164,7 +170,36 @@ def paired_top1(Z, Y):
     costs more than the product, and the choosers that solve from statistics hold a
     similarity matrix, not rows (:func:`top1_of_similarities`).
     """
-    return top1_of_similarities(unit_rows_float32(Z) @ unit_rows_float32(Y).T, targets=Y)
+    return float(np.mean(paired_hits(Z, Y)))
+
+
+def paired_hits(Z, Y, distractors=None):
+    """Per row of a held-out fold, whether :func:`paired_top1` counts it retrieved (the
+    rows' outcomes, from which :func:`paired_gain` reads a paired standard error).
+
+    ``distractors``: more target rows (no row's answer, e.g. unpaired target rows) that
+    each row's own target must also beat, so a small fold still ranks among many.
+    """
+    Z, Y = unit_rows_float32(Z), unit_rows_float32(Y)
+    hits = top1_hits(Z @ Y.T, targets=Y)
+    if distractors is not None and len(distractors):
+        own = np.einsum("ij,ij->i", Z, Y)
+        hits &= (Z @ unit_rows_float32(distractors).T).max(axis=1) < own
+    return hits
+
+
+def paired_gain(hits, base_hits):
+    """Mean and standard error of the per-row difference of two candidates' outcomes on
+    the same held-out rows (``hits - base_hits``, each a boolean or 0/1 array).
+
+    The two candidates are scored on the very same rows, so the error of their
+    difference is the paired one: ``std(d) / sqrt(n)`` of the per-row differences ``d``,
+    which only the rows where the two disagree move.
+    """
+    d = np.asarray(hits, dtype=np.float64) - np.asarray(base_hits, dtype=np.float64)
+    if d.size < 2:
+        return float(d.mean()) if d.size else 0.0, float("inf")
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))
 
 
 def pick(scores, margin=0.0):

@@ -28,7 +28,7 @@ from .holdout import (
     LARGE_N,
     WIDE_SOLVE,
     holdout_folds,
-    paired_top1,
+    paired_hits,
     params_label,
     pick,
     take_rows,
@@ -293,7 +293,7 @@ def uncentred_stats(stats):
 
 
 def choose_from_moments(
-    estimator, X, Y, sample_weight, options, *, prepare, solve, statistics=None
+    estimator, X, Y, sample_weight, options, *, prepare, solve, statistics=None, hits=None
 ):
     """Choose among closed-form settings by k-fold held-out top-1 from moments.
 
@@ -313,6 +313,9 @@ def choose_from_moments(
     statistics : dict, default=None
         Filled with ``{key: centred statistics of all rows}`` when the decision read every
         row (no larger than :data:`SAMPLE_ROWS`): the final fit need not read them again.
+    hits : dict, default=None
+        Filled with ``{label: per-row outcomes over every fold}`` (booleans, the folds'
+        rows in order), from which :mod:`.step_choice` reads paired standard errors.
 
     Returns
     -------
@@ -333,7 +336,11 @@ def choose_from_moments(
     small = min(X_s.shape[1], Y_s.shape[1]) < WIDE_SOLVE
     with threadpool_limits(limits=1 if small else None, user_api="blas"):
         for option in options:
-            _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds)
+            outcomes = _score_option(
+                option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds
+            )
+            if hits is not None:
+                hits[params_label(option)] = outcomes
     if statistics is not None and len(sample) == int(np.shape(X)[0]):
         statistics.update({key: stats for key, (_, _, stats) in prepared.items()})
     by_label = dict(zip(scores, options, strict=True))
@@ -341,7 +348,8 @@ def choose_from_moments(
 
 
 def _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds):
-    """Mean held-out top-1 of one candidate over the folds (into ``scores``)."""
+    """Held-out top-1 of one candidate per fold (into ``scores``); returns its per-row
+    outcomes over the folds."""
     key, function = prepare(option)
     if key not in prepared:
         X_p, Y_p = function(X_s), function(Y_s)
@@ -349,8 +357,11 @@ def _score_option(option, prepare, solve, prepared, scores, X_s, Y_s, w_s, folds
     X_p, Y_p, total = prepared[key]
     label = params_label(option)
     scores[label] = []
+    outcomes = []
     for rows in folds:
         w_fold = None if w_s is None else w_s[rows]
         rest = _stats_without(total, _stats(X_p[rows], Y_p[rows], w_fold))
         A, b = solve(rest, option)
-        scores[label].append(paired_top1(X_p[rows] @ A + b, Y_s[rows]))
+        outcomes.append(paired_hits(X_p[rows] @ A + b, Y_s[rows]))
+        scores[label].append(float(np.mean(outcomes[-1])))
+    return np.concatenate(outcomes)
