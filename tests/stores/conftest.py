@@ -87,13 +87,26 @@ class Engine:
             name = location.rpartition("::")[2]
             with psycopg.connect(self.uri, autocommit=True) as conn:
                 conn.execute(f"DROP TABLE IF EXISTS {name}_sklearn_compat_previous")
+        elif self.kind == "chroma":
+            store = open_store(location)
+            client = store.client
+            kept = [
+                name
+                for name in (getattr(c, "name", c) for c in client.list_collections())
+                if name.endswith("sklearn_compat_previous")
+            ]
+            assert kept, "a --replace kept no collection to drop"
+            for name in kept:
+                client.delete_collection(name)
         elif self.kind == "qdrant":
             store = open_store(location)
             client = store.client
-            names = [c.name for c in client.get_collections().collections]
-            for name in names:
-                if "previous" in name or "kept" in name:
-                    client.delete_collection(name)
+            served = {a.collection_name for a in client.get_aliases().aliases}
+            names = {c.name for c in client.get_collections().collections}
+            kept = {e.get("previous") for e in store.ledger()} & names - served
+            assert kept, "a --replace kept no collection to drop"
+            for name in kept:
+                client.delete_collection(name)
 
 
 @pytest.fixture(params=KINDS)

@@ -14,7 +14,7 @@ from sklearn_compat.io import OutputLayout, read_table, write_table
 from sklearn_compat.io._stores import open_store
 
 # Stores that cannot migrate in place yet (their rooms refuse --replace in one line).
-NO_REPLACE = {"chroma"}
+NO_REPLACE = set()
 
 
 def _fit(tmp, ids, X, Y, name="m.skops", rows=None, noise=0.0, holdout="0.25"):
