@@ -17,6 +17,7 @@ from sklearn_compat import (
     WhitenedProcrustesAligner,
 )
 from sklearn_compat.neighbors import _SLAB_BYTES
+from sklearn_compat.rcsls import AUTO_MAX_ITER
 
 from _helpers import unit
 
@@ -273,7 +274,8 @@ def test_real_features_query_path(mnist_features):
     "make",
     [
         lambda: WhitenedProcrustesAligner(normalize=True),
-        lambda: RCSLSAligner(center=True, random_state=0),
+        # explicit steps: max_iter='auto' may fall back to a Procrustes map of raw rows
+        lambda: RCSLSAligner(center=True, max_iter=AUTO_MAX_ITER, random_state=0),
     ],
 )
 def test_unit_row_aligners_are_centred_in_the_unit_row_space(rng, make):

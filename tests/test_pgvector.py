@@ -346,7 +346,7 @@ def test_errors_are_one_line_and_write_nothing(pg, tmp_path, capsys):
         f"{uri}::novec": "has no vector or halfvec column",
         f"{uri}::twovec": "several vector columns ('a', 'b'); name the embedding with --vector",
         f"{uri}::nokey": "has no primary key; name the id column with --id-column",
-        f"{uri}::holes": "row 0 (id 1), column 'emb': missing vector (NULL)",
+        f"{uri}::holes": "id 1, column 'emb': missing vector (NULL)",
         f"{uri}::wide": "has 3 values per row, but the model",
         f"{uri}::bad..name": "is not a table name",
         f"{uri}::Cased": 'folded to lower case as in SQL: name it ::public."Cased"',
