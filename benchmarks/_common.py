@@ -22,6 +22,51 @@ PAIRS_ROOT = HERE / "pairs" / "cache"
 LOADED_SHARE = 0.75
 
 
+# -- a measured fresh process ---------------------------------------------------------------
+
+# Run as ``python -c PEAK -c CODE ARGS...``: executes CODE with ARGS as its argv and reports
+# the process's peak resident memory (VmHWM) at exit on stderr.
+PEAK = """
+import atexit, sys
+def _peak():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM"):
+                sys.stderr.write(f"PEAK_KB {line.split()[1]}\\n")
+atexit.register(_peak)
+sys.argv.pop(1)
+code = sys.argv.pop(1)
+sys.argv[0] = "-c"
+exec(compile(code, "<bench>", "exec"), {"__name__": "__main__"})
+"""
+
+
+def timed(code, *args, cwd=None, env=None):
+    """Run ``code`` in a fresh process: (seconds of work after its imports, peak MiB).
+
+    ``code`` writes ``WORK_S <seconds>`` to stderr once its timed work is done; the last
+    such line counts.  A failed run stops the benchmark with its stderr.
+    """
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(map(str, args))}\n{proc.stderr}")
+
+    def last(tag):
+        values = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith(tag)]
+        return float(values[-1])
+
+    return last("WORK_S"), last("PEAK_KB") / 1024
+
+
 # -- command line ---------------------------------------------------------------------------
 
 

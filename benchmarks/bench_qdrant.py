@@ -26,8 +26,6 @@ Usage::
 import argparse
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import textwrap
 import warnings
@@ -111,41 +109,12 @@ DROP = IMPORTS + textwrap.dedent(
     """
 )
 
-# Reports the process's peak resident memory (VmHWM) at exit.
-PEAK = """
-import atexit, sys
-def _peak():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM"):
-                sys.stderr.write(f"PEAK_KB {line.split()[1]}\\n")
-atexit.register(_peak)
-sys.argv.pop(1)
-code = sys.argv.pop(1)
-sys.argv[0] = "-c"
-exec(compile(code, "<bench>", "exec"), {"__name__": "__main__"})
-"""
 
 
 def timed(code, *args):
-    """Run ``code`` in a fresh process: (seconds of work after the imports, peak MiB)."""
+    """Run ``code`` in a fresh process on one thread, this checkout first on its path."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [sys.executable, "-c", PEAK, "-c", code, *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-        env=env,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(map(str, args))}\n{proc.stderr}")
-
-    def last(tag):
-        values = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith(tag)]
-        return float(values[-1])
-
-    return last("WORK_S"), last("PEAK_KB") / 1024
+    return _common.timed(code, *args, cwd=ROOT, env=env)
 
 
 def make_collection(path, rows, dim, seed=0):

@@ -39,8 +39,6 @@ Usage::
 import argparse
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -138,39 +136,11 @@ PG_FLOOR = PG_IMPORTS + textwrap.dedent(
 
 PG_IDLE = PG_IMPORTS + "sys.stderr.write('WORK_S 0\\n')\n"
 
-# Reports the process's peak resident memory (VmHWM) at exit.
-PEAK = """
-import atexit, sys
-def _peak():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM"):
-                sys.stderr.write(f"PEAK_KB {line.split()[1]}\\n")
-atexit.register(_peak)
-sys.argv.pop(1)
-code = sys.argv.pop(1)
-sys.argv[0] = "-c"
-exec(compile(code, "<bench>", "exec"), {"__name__": "__main__"})
-"""
 
 
 def timed(code, *args):
-    """Run ``code`` in a fresh process: (seconds of work after the imports, peak MiB)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", PEAK, "-c", code, *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(map(str, args))}\n{proc.stderr}")
-
-    def last(tag):
-        values = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith(tag)]
-        return float(values[-1])
-
-    return last("WORK_S"), last("PEAK_KB") / 1024
+    """Run ``code`` in a fresh process from the checkout (see :func:`_common.timed`)."""
+    return _common.timed(code, *args, cwd=ROOT)
 
 
 def make_table(db, rows, dim, seed=0):
