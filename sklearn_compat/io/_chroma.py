@@ -41,15 +41,12 @@ PREFIX = "sklearn_compat_"
 def read_ledger(metadata):
     """The ledger a collection's metadata records, oldest first (a collection written by
     the first migrations, which recorded only their job, reads as a one-entry ledger)."""
+    from ._stores.ledger import decode
+
     metadata = metadata or {}
-    raw = metadata.get(LEDGER_KEY)
-    if raw is not None:
-        try:
-            entries = json.loads(raw)
-        except ValueError:
-            entries = None
-        if isinstance(entries, list):
-            return entries
+    entries = decode(metadata.get(LEDGER_KEY))
+    if entries is not None:
+        return entries
     raw = metadata.get(MIGRATION_KEY)
     if raw is None:
         return []

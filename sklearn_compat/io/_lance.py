@@ -90,14 +90,11 @@ def list_indices(dataset):
 def read_ledger(dataset):
     """The ledger a table version records, oldest first (a table written by the first
     migrations, which recorded only their job, reads as a one-entry ledger)."""
-    raw = (dataset.schema.metadata or {}).get(LEDGER_KEY.encode())
-    if raw is not None:
-        try:
-            entries = json.loads(raw)
-        except ValueError:
-            entries = None
-        if isinstance(entries, list):
-            return entries
+    from ._stores.ledger import decode
+
+    entries = decode((dataset.schema.metadata or {}).get(LEDGER_KEY.encode()))
+    if entries is not None:
+        return entries
     job = migration_info(dataset)
     return [] if not job else [_legacy_entry(job)]
 

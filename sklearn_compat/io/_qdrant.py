@@ -26,7 +26,6 @@ JSON list under :data:`LEDGER_KEY`; each collection a promotion serves carries t
 history forward, so the name's ledger is always its served collection's.
 """
 
-import json
 import os
 import re
 import tempfile
@@ -330,14 +329,9 @@ def metadata_of(info):
 
 def ledger_of(info):
     """The ledger (list of dicts) a collection's metadata holds; [] when none."""
-    raw = metadata_of(info).get(LEDGER_KEY)
-    if not raw:
-        return []
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return []
-    return list(value) if isinstance(value, list) else []
+    from ._stores.ledger import decode
+
+    return decode(metadata_of(info).get(LEDGER_KEY) or None) or []
 
 
 def dense_vectors(info):

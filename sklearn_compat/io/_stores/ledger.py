@@ -22,6 +22,7 @@ same job), :func:`rollback_target` (what ``rollback`` undoes).
 """
 
 import hashlib
+import json
 import time
 
 from .._common import InputError
@@ -104,6 +105,18 @@ def same_model(a, b):
     if a.get("id") and a.get("id") == b.get("id"):
         return True
     return bool(a.get("sha256")) and a.get("sha256") == b.get("sha256")
+
+
+def decode(raw):
+    """The entries of a ledger stored as JSON text (bytes or str), or None when ``raw`` is
+    missing or not a JSON list (the rooms then read what the first migrations recorded)."""
+    if raw is None:
+        return None
+    try:
+        entries = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+    except ValueError:
+        return None
+    return list(entries) if isinstance(entries, list) else None
 
 
 def entry(action, *, column=None, model=None, input=None, rows=None, **extra):
