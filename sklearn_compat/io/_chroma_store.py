@@ -49,7 +49,7 @@ from ._chroma import (
 )
 from ._common import CHROMA_SEPARATOR, InputError
 from ._stores import ledger as _ledger
-from ._stores.base import Store, provenance_model
+from ._stores.base import Store, provenance_model, rows_of_width
 
 __all__ = ["ChromaStore"]
 
@@ -327,14 +327,7 @@ class ChromaStore(Store):
             )
         sibling = self._sibling(column)
         width = (sibling.metadata or {}).get(WIDTH_KEY)
-        Z = np.asarray(Z)
-        if Z.ndim != 2 or Z.shape[1] != width:
-            got = Z.shape[1] if Z.ndim == 2 else Z.shape
-            raise InputError(
-                f"the vectors have {got} values per row; column {column!r} holds {width}: "
-                "nothing written",
-                path=self.location,
-            )
+        Z = rows_of_width(Z, width, column, self.location)
         raw = np.asarray(ids)
         ids = [str(i) for i in raw.tolist()]
         if len(ids) != len(Z):

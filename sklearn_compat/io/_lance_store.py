@@ -51,7 +51,7 @@ from ._lance import (
     read_ledger,
 )
 from ._stores import ledger as _ledger
-from ._stores.base import NATIVE, Store, provenance_model
+from ._stores.base import NATIVE, Store, provenance_model, rows_of_width
 
 __all__ = ["LanceStore", "LEDGER_KEY"]
 
@@ -443,15 +443,8 @@ class LanceStore(Store):
         schema = dataset.schema
         self._check_added(schema, column)
         width = schema.field(column).type.list_size
-        Z = np.asarray(Z)
+        Z = rows_of_width(Z, width, column, self.path)
         ids = np.asarray(ids)
-        if Z.ndim != 2 or Z.shape[1] != width:
-            got = Z.shape[1] if Z.ndim == 2 else Z.shape
-            raise InputError(
-                f"the vectors have {got} values per row; column {column!r} holds {width}: "
-                "nothing written",
-                path=self.path,
-            )
         if len(ids) != len(Z):
             raise ValueError(f"{len(ids)} ids for {len(Z)} vectors")
         id_column = self._ids_column(schema)

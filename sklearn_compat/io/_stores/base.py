@@ -43,6 +43,22 @@ def mapped_by(model_id):
     return _MAPPED + str(model_id)
 
 
+def rows_of_width(Z, width, column, where):
+    """``Z`` as an array of rows of ``width`` values for ``column``, or one line naming
+    both widths (``write_rows`` then writes nothing)."""
+    import numpy as np
+
+    Z = np.asarray(Z)
+    if Z.ndim != 2 or Z.shape[1] != width:
+        got = Z.shape[1] if Z.ndim == 2 else Z.shape
+        raise InputError(
+            f"the vectors have {got} values per row; column {column!r} holds {width}: "
+            "nothing written",
+            path=where,
+        )
+    return Z
+
+
 def provenance_model(provenance):
     """The model id of a ``"mapped:..."`` provenance, else None."""
     if isinstance(provenance, str) and provenance.startswith(_MAPPED):
