@@ -12,6 +12,7 @@ import importlib
 import zipfile
 from pathlib import Path
 
+import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
@@ -79,7 +80,9 @@ def save_model(
         Replace an existing file.
     training_ids : array-like, default=None
         Ids of the rows the model was fitted on: their count and a hash go into the
-        fingerprint.
+        fingerprint, and the ids themselves (as text, sorted) are kept on the saved copy
+        as ``training_ids_`` (a 1-d array of str), so that ``backfill --refit`` judges the
+        map only on rows it was not fitted on.
     n_training_rows : int, default=None
         Number of training rows, when the ids are not given.
     heldout : dict, default=None
@@ -114,6 +117,8 @@ def save_model(
         )
         if heldout is not None:
             stamped.fingerprint_["heldout"] = heldout
+        if training_ids is not None:
+            stamped.training_ids_ = np.sort(_as_text(training_ids))
         model = stamped
     with AtomicOutput(path, force=force) as out:
         if fmt == "skops":
@@ -130,6 +135,32 @@ def save_model(
 
             joblib.dump(model, out.tmp)
     return fmt
+
+
+def _as_text(ids):
+    return np.asarray([str(i) for i in np.asarray(ids, dtype=object).ravel()], dtype=str)
+
+
+def trained_on(model, ids):
+    """Which of ``ids`` the model was fitted on, by the training ids its file records.
+
+    Parameters
+    ----------
+    model : estimator
+        A model loaded by :func:`load_model`.
+    ids : array-like of shape (n,)
+        Row ids (compared as text, as :func:`save_model` keeps them).
+
+    Returns
+    -------
+    ndarray of bool of shape (n,), or None
+        True for the ids among the model's training rows; None when the file records no
+        training ids (saved without ``training_ids``, or before they were kept).
+    """
+    recorded = getattr(model, "training_ids_", None)
+    if recorded is None:
+        return None
+    return np.isin(_as_text(ids), np.asarray(recorded, dtype=str))
 
 
 def _is_fitted(model):

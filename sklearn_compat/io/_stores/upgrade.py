@@ -17,10 +17,15 @@ from .base import NATIVE, mapped_by, provenance_model
 
 __all__ = ["add_column", "backfill", "cutover", "refit", "status", "status_lines"]
 
-# Native rows a refit needs at least, and the share of them kept aside to measure it.
+# Native rows a refit needs at least; the share of the native rows the current map was not
+# fitted on that is kept aside to judge both maps (at least REFIT_MIN_ASIDE, at most
+# REFIT_MAX_ASIDE pairs: the figure's standard error is below 0.012 there, and the ranking
+# stays cheap); the refit is kept when its gain exceeds REFIT_Z paired standard errors.
 REFIT_MIN_PAIRS = 20
 REFIT_ASIDE = 0.2
 REFIT_MIN_ASIDE = 10
+REFIT_MAX_ASIDE = 2000
+REFIT_Z = 2.0
 
 
 def _never():
@@ -252,20 +257,52 @@ def _refit_path(path):
     raise InputError("too many refitted models beside it", path=str(path))
 
 
+def _held_aside(n, fitted, seed):
+    """``(aside, train)`` row indices of ``n`` native pairs: ``aside`` drawn only from the
+    rows the current map was not fitted on (``fitted``, a mask or None when unknown),
+    ``train`` every other native row (the current map's own sample included)."""
+    eligible = np.arange(n) if fitted is None else np.flatnonzero(~fitted)
+    n_aside = min(len(eligible), REFIT_MAX_ASIDE,
+                  max(REFIT_MIN_ASIDE, int(round(len(eligible) * REFIT_ASIDE))))  # fmt: skip
+    aside = np.sort(np.random.default_rng(seed).choice(eligible, n_aside, replace=False))
+    return aside, np.setdiff1d(np.arange(n), aside)
+
+
+def _paired_gain(before, after):
+    """Mean and standard error of the per-pair difference ``after - before``."""
+    d = np.asarray(after["hits"], dtype=np.float64) - np.asarray(before["hits"], dtype=np.float64)
+    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("inf")
+    return float(d.mean()), se
+
+
 def refit(store, column, model, *, measure, mapper_for, batch_size, seed=0, stop=_never,
           log=print):  # fmt: skip
-    """Re-fit the map of the added ``column`` on every native row (old column -> new
-    column) with the same estimator and settings (``sklearn.base.clone`` of ``model``,
-    the map in use, loaded by the caller from the path the ledger names); keep it only
-    when its retention on native pairs kept aside (``measure(model, X, Y)`` -> dict with
-    ``retention``) beats the current map's, both logged.  A kept map is saved beside the
-    current one (``NAME.refit-K.EXT``, its fingerprint naming the map it replaced), the
-    rows still mapped are mapped again by it (``mapper_for(model)``), and the ledger gets
-    a ``refit`` entry.  Returns ``{"kept", "current", "refit", "pairs", "rows", "model"}``.
+    """Re-fit the map of the added ``column`` on the native rows (old column -> new
+    column, the direction of the map in use) with the same estimator and settings
+    (``sklearn.base.clone`` of ``model``, the map in use, loaded by the caller from the
+    path the ledger names), and keep it only when it retrieves the rows still mapped
+    better than the current map.
+
+    Both maps are judged on the same native pairs kept aside, which neither was fitted
+    on: a share (``REFIT_ASIDE``, 10 to 2,000 pairs) of the native rows that are not
+    among the current map's training rows (as its model file records them, see
+    :func:`~sklearn_compat.io.save_model`; when it records none, a line says the figure
+    may favour the current map).  The candidate is fitted on every other native pair,
+    the current map's own sample included.  ``measure(model, X, Y)`` -> dict with
+    ``metric``, ``retention`` (the figure) and ``hits`` (per pair) scores a map on pairs
+    of old rows ``X`` and new rows ``Y``; the refit is kept when its gain over the
+    current map exceeds ``REFIT_Z`` (2) paired standard errors, both figures and the
+    difference logged.
+
+    A kept map is saved beside the current one (``NAME.refit-K.EXT``, its fingerprint
+    naming the map it replaced, its training ids recorded), the rows still mapped are
+    mapped again by it (``mapper_for(model)``), and the ledger gets a ``refit`` entry.
+    Returns ``{"kept", "current", "refit", "gain", "se", "pairs", "aside", "rows",
+    "model"}``.
     """
     from sklearn.base import clone
 
-    from .._model_files import load_model, save_model
+    from .._model_files import load_model, save_model, trained_on
 
     where = store.display()
     entries = store.ledger()
@@ -286,27 +323,47 @@ def refit(store, column, model, *, measure, mapper_for, batch_size, seed=0, stop
             f"{REFIT_MIN_PAIRS} (pairs of old and new vectors)",
             path=where,
         )
-    n_aside = max(REFIT_MIN_ASIDE, int(round(n * REFIT_ASIDE)))
-    order = np.random.default_rng(seed).permutation(n)
-    aside, keep = np.sort(order[:n_aside]), np.sort(order[n_aside:])
-    candidate = clone(model).fit(X[keep], Y[keep])
+    old_path = (current.get("model") or {}).get("path") or "the current map"
+    old_id = (current.get("model") or {}).get("id")
+    fitted = trained_on(model, ids)
+    result = {"kept": False, "current": None, "refit": None, "gain": None, "se": None,
+              "pairs": n, "aside": 0, "rows": 0, "model": None}  # fmt: skip
+    if fitted is None:
+        log(
+            f"{where}: {old_path} records no training ids: native rows it was fitted on may "
+            "be among those kept aside, which favours it"
+        )
+    elif (~fitted).sum() < REFIT_MIN_ASIDE:
+        log(
+            f"{where}: {int((~fitted).sum())} of the {n} native rows are not the current "
+            f"map's training rows; the refit is judged on at least {REFIT_MIN_ASIDE}: "
+            "kept the current map"
+        )
+        return result
+    aside, train = _held_aside(n, fitted, seed)
+    candidate = clone(model).fit(X[train], Y[train])
     before = measure(model, X[aside], Y[aside])
     after = measure(candidate, X[aside], Y[aside])
-    old_id = (current.get("model") or {}).get("id")
+    gain, se = _paired_gain(before, after)
+    kept = gain > 0 and gain > REFIT_Z * se
     log(
-        f"{where}: held-out retention ({before.get('metric', 'retention')}) on {n_aside} "
-        f"native pairs kept aside: current map {before['retention']:.3f}, refit on "
-        f"{len(keep)} pairs {after['retention']:.3f}"
+        f"{where}: held-out {before.get('metric', 'retention')} on {len(aside)} native pairs "
+        f"neither map was fitted on: current map {before['retention']:.3f}, refit on "
+        f"{len(train)} pairs {after['retention']:.3f} ({gain:+.3f} +/- {se:.3f} paired SE)"
     )
-    result = {"kept": False, "current": before, "refit": after, "pairs": n, "rows": 0,
-              "model": None}  # fmt: skip
-    if not after["retention"] > before["retention"]:
-        log(f"{where}: the refit does not beat the current map; kept the current map")
+    before = {k: v for k, v in before.items() if k != "hits"}
+    after = {k: v for k, v in after.items() if k != "hits"}
+    result.update(current=before, refit=after, gain=gain, se=se, aside=len(aside))
+    if not kept:
+        log(
+            f"{where}: the refit does not beat the current map by more than {REFIT_Z:g} "
+            "paired SE; kept the current map"
+        )
         return result
     path = _refit_path((current.get("model") or {}).get("path") or "map.skops")
     heldout = dict(after, refit={"previous": old_id, "table": where, "column": column,
-                                 "pairs": int(n)})  # fmt: skip
-    save_model(candidate, path, training_ids=ids[keep], heldout=heldout)
+                                 "pairs": int(n), "gain": gain, "se": se})  # fmt: skip
+    save_model(candidate, path, training_ids=ids[train], heldout=heldout)
     saved = load_model(path)
     info = _ledger.model_entry(saved, path)
     mapper = mapper_for(saved)
@@ -323,8 +380,9 @@ def refit(store, column, model, *, measure, mapper_for, batch_size, seed=0, stop
         stop()
     store.append_ledger(
         _ledger.entry("refit", column=column, model=info, input=where, previous=old_id,
-                      pairs=int(n), retention={"current": before["retention"],
-                                               "refit": after["retention"]},
+                      pairs=int(n), aside=len(aside), metric=after.get("metric"),
+                      retention={"current": before["retention"], "refit": after["retention"],
+                                 "gain": gain, "se": se},
                       rows=rows)  # fmt: skip
     )
     log(f"{where}: kept the refit map, saved as {path}; mapped again the {rows} rows still mapped")
@@ -337,7 +395,7 @@ def status(store):
     """What ``status --json`` prints: ``{"table", "columns": {name: {"dimension",
     "rows", "mapped" (count), "native", "missing", "mapped_by": [{"model", "path",
     "rows", "since"}], "retention" (held-out retention of the map that mapped it, or
-    None), ...}}, "ledger": [...]}``."""
+    None), "retention_metric" (what that figure measures), ...}}, "ledger": [...]}``."""
     entries = store.ledger()
     effect = _ledger.in_effect(entries)
     models = {}
@@ -360,21 +418,23 @@ def status(store):
         out = {"dimension": raw.pop("dimension", None), "rows": int(raw.pop("rows", 0)),
                "mapped": int(sum(by.values())), "native": int(raw.pop("native", 0)),
                "missing": int(raw.pop("missing", 0)), "mapped_by": listed}  # fmt: skip
-        out["retention"] = _retention(effect, name)
+        out["retention"], out["retention_metric"] = _retention(effect, name)
         out.update(raw)
         columns[name] = out
     return {"table": store.display(), "columns": columns, "ledger": entries}
 
 
 def _retention(effect, column):
+    """``(figure, metric)`` of the held-out measure of the map that last wrote
+    ``column`` (a refit's from its comparison), or ``(None, None)``."""
     for e in reversed(effect):
         if e.get("column") != column or e.get("action") not in _ledger.MAPPING:
             continue
         if e.get("action") == "refit":
-            return (e.get("retention") or {}).get("refit")
+            return (e.get("retention") or {}).get("refit"), e.get("metric")
         heldout = (e.get("model") or {}).get("heldout") or {}
-        return heldout.get("retention")
-    return None
+        return heldout.get("retention"), heldout.get("metric")
+    return None, None
 
 
 def status_lines(report):
@@ -392,7 +452,8 @@ def status_lines(report):
                 f"{m['since'] or 'unknown'}"
             )
         if c.get("retention") is not None:
-            lines.append(f"    held-out retention of its map: {c['retention']:.3f}")
+            metric = f" ({c['retention_metric']})" if c.get("retention_metric") else ""
+            lines.append(f"    held-out retention of its map: {c['retention']:.3f}{metric}")
         if c.get("like"):
             lines.append(f"    added beside {c['like']!r}")
     if report["ledger"]:
