@@ -50,14 +50,16 @@ def _upgrade_started(tmp, ids, X, Y, *, sample, noise, holdout, native):
 
 def _refit(table, model, X, log=print):
     """``upgrade.refit`` with the command line's measure, recording the old rows of the
-    pairs each map was scored on (as ids: a row of X is one id)."""
-    scored = []
+    pairs each map was scored on and of the rows still mapped they were retrieved among
+    (as ids: a row of X is one id)."""
+    scored, still = [], []
     measure = _measure("cpu")
     row_of = {X[i].tobytes(): i for i in range(len(X))}
 
-    def spy(m, X_aside, Y_aside):
+    def spy(m, X_aside, Y_aside, others):
         scored.append(sorted(row_of[np.asarray(x, dtype=np.float32).tobytes()] for x in X_aside))
-        return measure(m, X_aside, Y_aside)
+        still.append(sorted(row_of[np.asarray(x, dtype=np.float32).tobytes()] for x in others))
+        return measure(m, X_aside, Y_aside, others)
 
     store = open_store(table)
     try:
@@ -66,7 +68,7 @@ def _refit(table, model, X, log=print):
                                log=log)  # fmt: skip
     finally:
         store.close()
-    return result, scored
+    return result, scored, still
 
 
 def test_refit_is_judged_on_pairs_neither_map_was_fitted_on(tmp_path, capsys):
@@ -80,12 +82,14 @@ def test_refit_is_judged_on_pairs_neither_map_was_fitted_on(tmp_path, capsys):
 
     first = set(ids[trained_on(model, ids)].tolist())
     assert len(first) == 30
-    result, scored = _refit(table, model, X)
+    result, scored, still = _refit(table, model, X)
     # Both maps scored on the same pairs, none of them the current map's training rows
     # (the old comparison drew its 16 from all 80 native rows: 6 of them were).
     assert scored[0] == scored[1]
     aside = set(scored[0])
     assert len(aside) == 10 and not aside & first and aside <= set(range(80))
+    # ... retrieved among the rows still mapped, as new-model queries meet them.
+    assert still[0] == still[1] == list(range(80, N))
     # The refit is kept (exact pairs beat 30 noisy ones), and fitted on every other
     # native pair, the first map's own sample included.
     assert result["kept"] and result["gain"] > 2 * result["se"], result
@@ -94,7 +98,7 @@ def test_refit_is_judged_on_pairs_neither_map_was_fitted_on(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "neither map was fitted on" in out and "paired SE" in out, out
     # A second refit judges the refit map on pairs it was not fitted on: its own aside.
-    result2, scored2 = _refit(table, refitted, X)
+    result2, scored2, _ = _refit(table, refitted, X)
     assert set(scored2[0]) <= aside
 
 
@@ -108,7 +112,7 @@ def test_refit_of_a_map_without_training_ids_says_so(tmp_path):
     bare = tmp_path / "bare.skops"
     save_model(OrthogonalProcrustesAligner().fit(X[:40], Y[:40]), bare)
     lines = []
-    result, scored = _refit(table, load_model(bare), X, log=lines.append)
+    result, scored, _ = _refit(table, load_model(bare), X, log=lines.append)
     assert any("records no training ids" in line for line in lines), lines
     assert len(scored[0]) == 16  # a fifth of the 80 native rows
 

@@ -130,18 +130,20 @@ def run_add_column(args, model, spec):
 
 
 def _measure(device):
-    """What the refit's comparison scores a map by, on native pairs (``X`` old rows, ``Y``
-    the new model's own vectors of the same items) kept aside: the retrieval of rows
-    mapped by it, as new-model queries meet them.  Each pair's new vector is a query
-    against the pairs' old rows mapped by the map; a hit when the nearest one (cosine) is
-    its own item's.  ``top-1`` is the share of hits; ``hits`` are per pair, for the paired
+    """What the refit's comparison scores a map by: the retrieval of rows it mapped, as
+    new-model queries meet them.  On native pairs kept aside (``X`` old rows, ``Y`` the
+    new model's own vectors of the same items), each pair's new vector is a query
+    against the pairs' old rows mapped by the map, among the mapped rows still mapped
+    (``others``, their old vectors, or None); a hit when the nearest one (cosine) is its
+    own item's.  ``top-1`` is the share of hits; ``hits`` are per pair, for the paired
     comparison of two maps on the same pairs."""
     import numpy as np
 
     from .._core.ranking import target_ranks
 
-    def measure(model, X, Y):
-        mapped = np.asarray(_mapper(model, (None, None), "the pairs kept aside")(X))
+    def measure(model, X, Y, others=None):
+        rows = X if others is None or not len(others) else np.concatenate([X, others])
+        mapped = np.asarray(_mapper(model, (None, None), "the pairs kept aside")(rows))
         ranks = target_ranks(Y, mapped, np.arange(len(Y)), device=device or "auto")
         hits = (ranks < 1).astype(np.float64)
         return {"metric": "top-1 (new-model queries, mapped rows)",

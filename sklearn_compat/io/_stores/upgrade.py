@@ -26,6 +26,9 @@ REFIT_ASIDE = 0.2
 REFIT_MIN_ASIDE = 10
 REFIT_MAX_ASIDE = 2000
 REFIT_Z = 2.0
+# Rows still mapped (a uniform sample of at most this many) that the pairs kept aside are
+# retrieved among: the comparison is the retrieval of the rows still mapped.
+REFIT_OTHERS = 10000
 
 
 def _never():
@@ -233,16 +236,28 @@ def _refuse_duplicates(ids, reader, batch):
 
 
 # -------------------------------------------------------------------------- refit
-def _pairs(store, like, column, batch_size):
+def _pairs(store, like, column, batch_size, others=0, seed=0):
+    """The native rows' ``(X old, Y new, ids)``, and the old vectors of a uniform sample
+    of at most ``others`` rows still mapped (the lowest of a random key per row)."""
     X, Y, ids = [], [], []
+    rng = np.random.default_rng(seed)
+    kept, keys = [], np.empty(0)
     for batch_ids, vectors, prov in store.iter_rows([like, column], batch_size):
         native = _is(prov[column], NATIVE)
         X.append(vectors[like][native])
         Y.append(vectors[column][native])
         ids.append(np.asarray(batch_ids)[native])
+        if others:
+            mapped = ~native
+            keys = np.concatenate([keys, rng.random(int(mapped.sum()))])
+            kept.append(np.asarray(vectors[like][mapped]))
+            if len(keys) > others:
+                lowest = np.argpartition(keys, others)[:others]
+                kept, keys = [np.concatenate(kept)[lowest]], keys[lowest]
+    still = np.concatenate(kept) if kept else None
     if not X:
-        return np.empty((0, 0)), np.empty((0, 0)), np.empty(0)
-    return np.concatenate(X), np.concatenate(Y), np.concatenate(ids)
+        return np.empty((0, 0)), np.empty((0, 0)), np.empty(0), still
+    return np.concatenate(X), np.concatenate(Y), np.concatenate(ids), still
 
 
 def _refit_path(path):
@@ -288,11 +303,12 @@ def refit(store, column, model, *, measure, mapper_for, batch_size, seed=0, stop
     among the current map's training rows (as its model file records them, see
     :func:`~sklearn_compat.io.save_model`; when it records none, a line says the figure
     may favour the current map).  The candidate is fitted on every other native pair,
-    the current map's own sample included.  ``measure(model, X, Y)`` -> dict with
-    ``metric``, ``retention`` (the figure) and ``hits`` (per pair) scores a map on pairs
-    of old rows ``X`` and new rows ``Y``; the refit is kept when its gain over the
-    current map exceeds ``REFIT_Z`` (2) paired standard errors, both figures and the
-    difference logged.
+    the current map's own sample included.  ``measure(model, X, Y, others)`` -> dict
+    with ``metric``, ``retention`` (the figure) and ``hits`` (per pair) scores a map on
+    pairs of old rows ``X`` and new rows ``Y``, the old vectors ``others`` of a uniform
+    sample of the rows still mapped (at most ``REFIT_OTHERS``; None when there are none)
+    mapped beside them; the refit is kept when its gain over the current map exceeds
+    ``REFIT_Z`` (2) paired standard errors, both figures and the difference logged.
 
     A kept map is saved beside the current one (``NAME.refit-K.EXT``, its fingerprint
     naming the map it replaced, its training ids recorded), the rows still mapped are
@@ -315,7 +331,7 @@ def refit(store, column, model, *, measure, mapper_for, batch_size, seed=0, stop
             path=where,
         )
     like = added.get("like")
-    X, Y, ids = _pairs(store, like, column, batch_size)
+    X, Y, ids, others = _pairs(store, like, column, batch_size, REFIT_OTHERS, seed)
     n = len(X)
     if n < REFIT_MIN_PAIRS:
         raise InputError(
@@ -342,13 +358,14 @@ def refit(store, column, model, *, measure, mapper_for, batch_size, seed=0, stop
         return result
     aside, train = _held_aside(n, fitted, seed)
     candidate = clone(model).fit(X[train], Y[train])
-    before = measure(model, X[aside], Y[aside])
-    after = measure(candidate, X[aside], Y[aside])
+    before = measure(model, X[aside], Y[aside], others)
+    after = measure(candidate, X[aside], Y[aside], others)
     gain, se = _paired_gain(before, after)
     kept = gain > 0 and gain > REFIT_Z * se
+    among = f" (among {len(others)} rows still mapped)" if others is not None else ""
     log(
         f"{where}: held-out {before.get('metric', 'retention')} on {len(aside)} native pairs "
-        f"neither map was fitted on: current map {before['retention']:.3f}, refit on "
+        f"neither map was fitted on{among}: current map {before['retention']:.3f}, refit on "
         f"{len(train)} pairs {after['retention']:.3f} ({gain:+.3f} +/- {se:.3f} paired SE)"
     )
     before = {k: v for k, v in before.items() if k != "hits"}
