@@ -48,6 +48,7 @@ ORDER = [
     "store_transform_pgvector",
     "qdrant_transform",
     "backfill",
+    "refit",
     "retraining",
     "mixed_models",
     "unpaired",
@@ -67,6 +68,9 @@ IN_FULL_ELSEWHERE = {
 # Benchmarks whose per-restart tables only a user guide page prints: here the heading, the
 # run's paragraph and a pointer.
 TABLES_ELSEWHERE = {"unpaired_disjoint": "docs/user_guide/unpaired.md"}
+# Benchmarks whose first table (a summary) is shown here, the others only on a user guide
+# page, which prints every one of their rows.
+FIRST_TABLE_HERE = {"refit": "docs/user_guide/upgrade.md"}
 REQUIRED = {
     "benchmark": str,
     "title": str,
@@ -163,7 +167,8 @@ def render(records):
         # Two records of one benchmark with the same title (two files of one script) share
         # one heading.
         if record["title"] != previous:
-            lines += [f"## {record['title']}", ""]
+            # The heading runs straight into its paragraph: a line less per section.
+            lines += [f"## {record['title']}"]
         previous = record["title"]
         lines += [
             # Where, when and how in one paragraph with the notes: the page stays short.
@@ -182,8 +187,12 @@ def render(records):
         if record["benchmark"] in TABLES_ELSEWHERE:
             lines[-2] += f" Every restart: `{TABLES_ELSEWHERE[record['benchmark']]}`."
             continue
+        tables = record["tables"]
+        if record["benchmark"] in FIRST_TABLE_HERE:
+            lines[-2] += f" Every figure: `{FIRST_TABLE_HERE[record['benchmark']]}`."
+            tables = tables[:1]
         elsewhere = IN_FULL_ELSEWHERE.get(record["benchmark"])
-        for tab in record["tables"]:
+        for tab in tables:
             if elsewhere:
                 tab = _unpaired_summary(tab)
             lines += _table(tab) + [""]
