@@ -104,3 +104,20 @@ def test_per_run_tables_printed_in_the_user_guide_are_summarised():
                 assert f"| {row[0]} | {row[1]} |" not in page, (name, row[:2])
                 if row[1] == "shuffled":  # the summary row: pair, supervised top-1, ...
                     assert f"| {row[0]} | {_cell(row[3])} |" in page, (name, row[0])
+
+
+def test_tables_shown_only_in_the_user_guide_are_printed_there():
+    renderer = _renderer()
+    records = {r["benchmark"]: r for r in renderer.load_results()}
+    page = (BENCHMARKS / "RESULTS.md").read_text(encoding="utf-8")
+    root = BENCHMARKS.parent
+    for name, where in renderer.FIRST_TABLE_HERE.items():
+        if name not in records:
+            continue
+        guide = (root / where).read_text(encoding="utf-8")
+        first, *rest = records[name]["tables"]
+        assert "\n".join(renderer._table(first)) in page, name
+        for tab in rest:
+            shown = "\n".join(renderer._table(tab))
+            assert shown in guide, (name, tab["title"])  # the figures as they stand
+            assert shown not in page, (name, tab["title"])
