@@ -95,6 +95,13 @@ def test_refit_is_judged_on_pairs_neither_map_was_fitted_on(tmp_path, capsys):
     assert result["kept"] and result["gain"] > 2 * result["se"], result
     refitted = load_model(result["model"])
     assert set(ids[trained_on(refitted, ids)].tolist()) == set(range(80)) - aside
+    # Its held-out figure is one transform --min-retention checks.
+    heldout = refitted.fingerprint_["heldout"]
+    low, high = heldout["interval"]
+    assert low <= heldout["retention"] == result["refit"]["retention"] <= high
+    from sklearn_compat.cli._stores import check_retention
+
+    check_retention(refitted, 0.5, result["model"])
     out = capsys.readouterr().out
     assert "neither map was fitted on" in out and "paired SE" in out, out
     # A second refit judges the refit map on pairs it was not fitted on: its own aside.

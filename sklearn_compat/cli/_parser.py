@@ -308,9 +308,11 @@ def _add_backfill(sub, parents):
     bf.add_argument(
         "--refit",
         action="store_true",
-        help="then re-fit the map on every native row (old column, new column) with the "
-        "same method and settings; kept only if its held-out retention beats the current "
-        "map's (both printed), and the rows still mapped are mapped again",
+        help="then re-fit the map on the native rows (old column, new column) with the "
+        "same method and settings; kept only if it retrieves the rows still mapped better "
+        "than the current map (own-item top-1 of new-model queries on native pairs kept "
+        "aside that neither map was fitted on, by more than 2 paired SE; both printed), "
+        "and the rows still mapped are mapped again",
     )
     bf.add_argument(
         "--rows-per-batch",

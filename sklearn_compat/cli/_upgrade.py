@@ -135,8 +135,8 @@ def _measure(device):
     new model's own vectors of the same items), each pair's new vector is a query
     against the pairs' old rows mapped by the map, among the mapped rows still mapped
     (``others``, their old vectors, or None); a hit when the nearest one (cosine) is its
-    own item's.  ``top-1`` is the share of hits; ``hits`` are per pair, for the paired
-    comparison of two maps on the same pairs."""
+    own item's.  ``top-1`` is the share of hits (``interval``: Wilson's 95% interval);
+    ``hits`` are per pair, for the paired comparison of two maps on the same pairs."""
     import numpy as np
 
     from .._core.ranking import target_ranks
@@ -146,8 +146,14 @@ def _measure(device):
         mapped = np.asarray(_mapper(model, (None, None), "the pairs kept aside")(rows))
         ranks = target_ranks(Y, mapped, np.arange(len(Y)), device=device or "auto")
         hits = (ranks < 1).astype(np.float64)
-        return {"metric": "top-1 (new-model queries, mapped rows)",
-                "retention": float(hits.mean()), "hits": hits, "n_pairs": int(len(Y))}  # fmt: skip
+        n, share = len(hits), float(hits.mean())
+        # Wilson's 95% interval of a share (what transform --min-retention prints).
+        z = 1.959964
+        mid = (share + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * np.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return {"metric": "own-item top-1 of mapped rows", "retention": share,
+                "interval": [float(max(mid - half, 0.0)), float(min(mid + half, 1.0))],
+                "hits": hits, "n_pairs": int(n)}  # fmt: skip
 
     return measure
 
