@@ -138,3 +138,20 @@ def test_refit_measure_is_new_model_queries_against_the_mapped_rows():
     got = _measure("cpu")(Swapping(), X[:20], X[:20])
     assert got["hits"].tolist() == [0.0, 0.0] + [1.0] * 18
     assert got["retention"] == pytest.approx(0.9)
+
+
+def test_refit_with_too_few_rows_the_map_was_not_fitted_on_keeps_it(tmp_path):
+    ids, X, Y = _data()
+    # 45 native rows, 40 of them the map's own training rows: 5 left to judge on.
+    table = _upgrade_started(tmp_path, ids, X, Y, sample=slice(0, 40), noise=1.0,
+                             holdout=None, native=slice(0, 45))  # fmt: skip
+    lines = []
+    result, scored, _ = _refit(table, load_model(tmp_path / "map.skops"), X, log=lines.append)
+    assert not result["kept"] and scored == [], result
+    assert any("5 of the 45 native rows" in line for line in lines), lines
+    store = open_store(table)
+    try:
+        st = upgrade.status(store)["columns"]["new"]
+    finally:
+        store.close()
+    assert [m["path"] for m in st["mapped_by"]] == [str(tmp_path / "map.skops")]
