@@ -84,7 +84,7 @@ def test_refit_is_judged_on_pairs_neither_map_was_fitted_on(tmp_path, capsys):
     assert len(first) == 30
     result, scored, still = _refit(table, model, X)
     # Both maps scored on the same pairs, none of them the current map's training rows
-    # (the old comparison drew its 16 from all 80 native rows: 6 of them were).
+    # (the old comparison drew its 16 from all 80 native rows: 8 of them were).
     assert scored[0] == scored[1]
     aside = set(scored[0])
     assert len(aside) == 10 and not aside & first and aside <= set(range(80))
