@@ -559,19 +559,20 @@ def test_chroma_replace_in_place_rollback_and_the_kept_collection(chroma_collect
 
 @pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
 def test_lance_backfill_sigterm_then_rerun(tmp_path):
-    """``backfill`` stopped by SIGTERM between batches: one line, exit 143, the rows written
-    so far kept whole; the same command then finishes, bit for bit."""
+    """``backfill`` stopped by SIGTERM between writes: one line, exit 143, the rows written
+    so far kept whole (the room writes a backfill fragment by fragment); the same
+    command then finishes, bit for bit."""
     import lance
 
-    n = 3000
+    n, per_fragment = 3000, 100
     rng = np.random.default_rng(0)
     old = rng.normal(size=(n, 4)).astype(np.float32)
     native = rng.normal(size=(n, 8)).astype(np.float32)
     ids = np.arange(n, dtype=np.int64)
-    lancedb.connect(tmp_path / "db").create_table(
-        "items", pa.table({"id": ids, "vector": _vectors(old)})
-    )
     path = str(tmp_path / "db" / "items.lance")
+    lance.write_dataset(
+        pa.table({"id": ids, "vector": _vectors(old)}), path, max_rows_per_file=per_fragment
+    )
     store = open_store(path)
     store.add_column("v2", 8, like="vector")
     store.write_rows("v2", ids, np.zeros((n, 8), np.float32), MAPPED)
@@ -598,10 +599,78 @@ def test_lance_backfill_sigterm_then_rerun(tmp_path):
     assert proc.returncode in (143, -signal.SIGTERM), err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     status = open_store(path).column_status("v2")
-    assert 0 < status["native"] < n and status["native"] % 50 == 0  # whole batches only
+    # whole fragments only (the export holds every row)
+    assert 0 < status["native"] < n and status["native"] % per_fragment == 0
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert _matrix(_dataset(path).to_table().sort_by("id").column("v2")).tobytes() == (
         native.tobytes()
     )
     assert open_store(path).column_status("v2")["native"] == n
+
+
+@pytest.mark.parametrize("patch_rows", [None, 7])
+def test_lance_bulk_backfill_fragments_duplicates_and_index(
+    lance_table, tmp_path, monkeypatch, patch_rows
+):
+    """The backfill's writer by fragment: rows in any order over several fragments, an
+    id given twice keeps its last vector, unknown ids never inserted, the old index keeps
+    serving; a fragment with more rows than one patch holds (``patch_rows``) is written
+    in parts, bit for bit all the same; a rerun writes nothing."""
+    import lance
+
+    import sklearn_compat.io._lance_store as room
+
+    old, mapped, native = _data()
+    dataset = _dataset(lance_table)
+    more = pa.table({"id": _ids(2 * N)[N:], "text": [f"t{i}" for i in range(N)],
+                     "vector": _vectors(old)})  # fmt: skip
+    dataset.insert(more)  # a second fragment
+    assert len(_dataset(lance_table).get_fragments()) == 2
+    store = open_store(lance_table)
+    store.add_column("v2", D_NEW, like="vector")
+    ids = _ids(2 * N)
+    both = np.vstack([mapped, mapped])
+    store.write_rows("v2", ids, both, MAPPED)
+    if patch_rows:
+        monkeypatch.setattr(room, "PATCH_BYTES", patch_rows * 4 * D_NEW)
+    rng = np.random.default_rng(3)
+    Y = rng.normal(size=(2 * N, D_NEW)).astype(np.float32)
+    order = rng.permutation(2 * N)[: 3 * N // 2]
+    first = rng.normal(size=(5, D_NEW)).astype(np.float32)  # overwritten by later batches
+    writer = store.bulk_writer("v2", "native", 16)
+    try:
+        assert writer.add(ids[order[:5]], first).size == 0
+        for start in range(0, len(order), 16):
+            part = order[start : start + 16]
+            assert writer.add(ids[part], Y[part]).size == 0
+        extra = rng.normal(size=(2, D_NEW)).astype(np.float32)
+        unknown = writer.add(np.array(["nope", "doc1"], dtype=object), extra)
+        assert unknown.tolist() == ["nope"]
+        written, same = writer.commit(lambda: None)
+    finally:
+        writer.close()
+    assert (written, same) == (len(set(order) | {1}), 0)  # 'nope' never
+    assert _dataset(lance_table).count_rows() == 2 * N
+    got = _matrix(_column(lance_table, "v2")[1])
+    want = both.copy()
+    want[order] = Y[order]
+    want[1] = extra[1]  # doc1's last vector
+    assert got.tobytes() == want.tobytes()
+    sources = np.array(_column(lance_table, "v2_source")[1].to_pylist(), dtype=object)
+    native_rows = np.zeros(2 * N, bool)
+    native_rows[order] = True
+    native_rows[1] = True
+    assert ((sources == "native") == native_rows).all()
+    assert ((sources == MAPPED) == ~native_rows).all()
+    hits = lance.dataset(lance_table).to_table(nearest={"column": "vector", "q": old[3], "k": 1})
+    assert hits.column("id").to_pylist()[0] in ("doc3", f"doc{N + 3}")
+    writer = store.bulk_writer("v2", "native", 16)
+    try:
+        writer.add(ids[order], Y[order])
+        version = _dataset(lance_table).version
+        assert writer.commit(lambda: None)[0] == (1 if 1 in order else 0)
+    finally:
+        writer.close()
+    if 1 not in order:
+        assert _dataset(lance_table).version == version

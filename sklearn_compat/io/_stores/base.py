@@ -255,6 +255,17 @@ class Store(abc.ABC):
         version.  Never inserts: returns the ids the table does not hold (an array,
         empty when all were known), which are not written."""
 
+    def bulk_writer(self, column, provenance, batch_size):
+        """Optional: an object writing many batches into ``column`` better than
+        :meth:`write_rows` one at a time (``backfill`` uses it), or None (the default:
+        batch by batch).  ``add(ids, Z)`` gathers a batch and returns the ids the table
+        does not hold (never written), ``commit(stop)`` writes what was gathered (each
+        write whole or absent after a crash, ``stop()`` between writes, rows already
+        holding the bits and ``provenance`` left alone) and returns ``(written,
+        same)``; ``close()`` drops what is left.  Memory stays bounded by
+        ``batch_size`` and what the room states."""
+        return None
+
     @abc.abstractmethod
     def iter_rows(self, columns, batch_size):
         """Yield ``(ids, {column: Z}, {column: provenance})`` over the whole table at

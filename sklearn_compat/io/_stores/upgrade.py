@@ -167,30 +167,25 @@ def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
                          path=source)  # fmt: skip
     written = same = 0
     unknown = []
-    for batch in vectors.iter_batches(batch_size):
-        check(batch.X.shape[1])
-        ids = np.asarray(batch.ids)
-        _refuse_duplicates(ids, vectors, batch)
-        Z = np.ascontiguousarray(batch.X, dtype=np.float32)
-        if getattr(store, "write_skips_identical", False):
-            # The room leaves rows already holding these bits and provenance untouched
-            # and says how many it wrote: no read back needed.
-            missing = np.asarray(store.write_rows(column, ids, Z, NATIVE))
-            unknown.extend(missing.tolist())
-            written += int(store.last_written)
-            same += len(ids) - len(missing) - int(store.last_written)
+    bulk = store.bulk_writer(column, NATIVE, batch_size)
+    try:
+        for batch in vectors.iter_batches(batch_size):
+            check(batch.X.shape[1])
+            ids = np.asarray(batch.ids)
+            _refuse_duplicates(ids, vectors, batch)
+            Z = np.ascontiguousarray(batch.X, dtype=np.float32)
+            if bulk is not None:
+                unknown.extend(np.asarray(bulk.add(ids, Z)).tolist())
+                stop()
+                continue
+            done, alike = _write_batch(store, column, ids, Z, unknown)
+            written, same = written + done, same + alike
             stop()
-            continue
-        known, current, prov = store.read_rows(column, ids)
-        alike = known & _is(prov, NATIVE) & _same_bits(current, Z)
-        todo = known & ~alike
-        same += int(alike.sum())
-        if (~known).any():
-            unknown.extend(ids[~known].tolist())
-        if todo.any():
-            store.write_rows(column, ids[todo], Z[todo], NATIVE)
-            written += int(todo.sum())
-        stop()
+        if bulk is not None:
+            written, same = bulk.commit(stop)
+    finally:
+        if bulk is not None:
+            bulk.close()
     if written:
         store.append_ledger(
             _ledger.entry("backfill", column=column, input=source, rows=written,
@@ -206,6 +201,26 @@ def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
             f"written: {_shown(unknown)}"
         )
     return {"written": written, "same": same, "unknown": len(unknown)}
+
+
+def _write_batch(store, column, ids, Z, unknown):
+    """One batch of a backfill by :meth:`~.base.Store.write_rows`; returns ``(written,
+    same)`` and extends ``unknown``."""
+    if getattr(store, "write_skips_identical", False):
+        # The room leaves rows already holding these bits and provenance untouched
+        # and says how many it wrote: no read back needed.
+        missing = np.asarray(store.write_rows(column, ids, Z, NATIVE))
+        unknown.extend(missing.tolist())
+        done = int(store.last_written)
+        return done, len(ids) - len(missing) - done
+    known, current, prov = store.read_rows(column, ids)
+    alike = known & _is(prov, NATIVE) & _same_bits(current, Z)
+    todo = known & ~alike
+    if (~known).any():
+        unknown.extend(ids[~known].tolist())
+    if todo.any():
+        store.write_rows(column, ids[todo], Z[todo], NATIVE)
+    return int(todo.sum()), int(alike.sum())
 
 
 def _display(location):
