@@ -333,13 +333,15 @@ def write_results(args, result):
 
     row, floor_name = result
     what = {"lance": "LanceDB table", "pgvector": "Postgres table"}[args.store]
+    label = f"{what}, {args.rows:,} x {args.dim}"
     path = Path(args.json)
     rows, notes = [], {}
     if path.exists():
         old = json.loads(path.read_text(encoding="utf-8"))
-        rows = [r for r in old["tables"][0]["rows"] if not r[0].startswith(what)]
-        notes = old.get("store_notes", {})
-    notes[what] = " ".join(filter(None, [f"{what}: floor {floor_name}.", args.notes]))
+        rows = [r for r in old["tables"][0]["rows"] if r[0] != label]
+        notes = {k: v for k, v in old.get("store_notes", {}).items() if k != what}
+    # One note per row (a run of one store at one size replaces that row and its note).
+    notes[label] = " ".join(filter(None, [f"{label}: floor {floor_name}.", args.notes]))
     rows.append(row)
     common = (
         f"Native vectors (a Parquet export, ids shuffled) written by id into the added column "

@@ -674,3 +674,46 @@ def test_lance_bulk_backfill_fragments_duplicates_and_index(
         writer.close()
     if 1 not in order:
         assert _dataset(lance_table).version == version
+
+
+def _procrustes_model(tmp_path, width):
+    from sklearn_compat.cli import main
+    from sklearn_compat.io import OutputLayout, write_table
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, width)).astype(np.float32)
+    ids = np.arange(30)
+    layout = OutputLayout("list", width, id_column="id", list_column="vector")
+    write_table(tmp_path / "src.parquet", ids, X, layout)
+    write_table(tmp_path / "tgt.parquet", ids, X[:, ::-1].copy(), layout)
+    model = str(tmp_path / "m.skops")
+    assert main(["fit", "--method", "procrustes", "--source", str(tmp_path / "src.parquet"),
+                 "--target", str(tmp_path / "tgt.parquet"), "--id-column", "id",
+                 "--model", model]) == 0  # fmt: skip
+    return model
+
+
+def test_lance_add_column_picks_the_column_of_the_model_width_or_names_them(tmp_path, capsys):
+    """Two original vector columns and no ``--vector-column``: the one of the model's
+    input width is mapped; two of that width: one line naming the columns and
+    ``--vector-column``, nothing added."""
+    from sklearn_compat.cli import main
+
+    model = _procrustes_model(tmp_path, 8)
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(N, 8)).astype(np.float32)
+    wide = rng.normal(size=(N, 16)).astype(np.float32)
+    db = lancedb.connect(tmp_path / "db")
+    db.create_table("two", pa.table({"id": _ids(), "b": _vectors(wide), "a": _vectors(a)}))
+    db.create_table("same", pa.table({"id": _ids(), "b": _vectors(a), "a": _vectors(a)}))
+    argv = ["transform", "--model", model, "--id-column", "id", "--add-column", "new"]
+    two = str(tmp_path / "db" / "two.lance")
+    assert main(argv + ["--input", two]) == 0
+    assert open_store(two).added_columns() == {"new": "a"}
+    same = str(tmp_path / "db" / "same.lance")
+    capsys.readouterr()
+    assert main(argv + ["--input", same]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "'a' (8 values)" in err and "'b' (8 values)" in err and "--vector-column" in err
+    assert set(open_store(same).vector_columns()) == {"a", "b"}

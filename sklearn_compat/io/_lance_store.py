@@ -424,6 +424,10 @@ class LanceStore(Store):
             return False
         return LIKE_KEY in (schema.field(name).metadata or {})
 
+    def added_columns(self):
+        schema = self._dataset().schema
+        return {f.name: self._like(schema, f.name) for f in schema if self._added(schema, f.name)}
+
     def _like(self, schema, name):
         return (schema.field(name).metadata or {})[LIKE_KEY].decode()
 

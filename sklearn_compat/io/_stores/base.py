@@ -231,6 +231,20 @@ class Store(abc.ABC):
         """``{name: width}`` of the table's vector columns (Chroma: the collection's
         ``"embedding"`` and the sibling collections added to it, by column name)."""
 
+    def added_columns(self):
+        """``{name: like}``: the vector columns added beside another (by
+        :meth:`add_column`) and the column each was added beside.  Default: the
+        ``add_column`` entries in effect in the ledger; a room that records an added
+        column when it adds it (before the ledger entry, written once every row is in)
+        says so from that record."""
+        from . import ledger as _ledger
+
+        out = {}
+        for e in _ledger.in_effect(self.ledger()):
+            if e.get("action") == "add_column" and e.get("column") and e.get("like"):
+                out[e["column"]] = e["like"]
+        return out
+
     @abc.abstractmethod
     def add_column(self, name, width, like):
         """Create the vector column ``name`` of ``width`` float32 values beside ``like``

@@ -138,10 +138,14 @@ def _shown(values, limit=5):
 def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
     """Write the new model's own vectors (``vectors``, a TableReader of any table with
     ids) into the added ``column``, by id, bit for bit as float32, each row marked
-    native.  Rows already native with the same bits are left alone (the same backfill
-    twice changes nothing); ids the table does not hold are never inserted and are
-    named.  Memory is bounded by ``batch_size``.  Returns ``{"written", "same",
-    "unknown"}``."""
+    native.  Stores hold float32: a float64 export is rounded to the nearest float32
+    (exact for vectors a model computed in float32), and a value beyond float32's range
+    is refused in one line naming its row, id and column, before anything is written.
+    Rows already native with the same bits are left alone (the same backfill twice
+    changes nothing); ids the table does not hold are never inserted and are named.
+    Memory is bounded by ``batch_size`` (and what the room's
+    :meth:`~.base.Store.bulk_writer` states, where it has one).  Returns
+    ``{"written", "same", "unknown"}``."""
     where = store.display()
     columns = store.vector_columns()
     if column not in columns:
@@ -168,12 +172,14 @@ def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
     written = same = 0
     unknown = []
     bulk = store.bulk_writer(column, NATIVE, batch_size)
+    if bulk is None:  # rows written batch by batch: a value float32 cannot hold, first
+        _refuse_beyond_float32(vectors, batch_size, column, source)
     try:
         for batch in vectors.iter_batches(batch_size):
             check(batch.X.shape[1])
             ids = np.asarray(batch.ids)
             _refuse_duplicates(ids, vectors, batch)
-            Z = np.ascontiguousarray(batch.X, dtype=np.float32)
+            Z = _float32(batch, vectors, column, source)
             if bulk is not None:
                 unknown.extend(np.asarray(bulk.add(ids, Z)).tolist())
                 stop()
@@ -221,6 +227,37 @@ def _write_batch(store, column, ids, Z, unknown):
     if todo.any():
         store.write_rows(column, ids[todo], Z[todo], NATIVE)
     return int(todo.sum()), int(alike.sum())
+
+
+def _float32(batch, reader, column, source):
+    """The batch's vectors as float32 (what stores hold: float64 values are rounded to
+    the nearest float32), or one line naming the row, id and column of a value beyond
+    float32's range (it would become infinite)."""
+    X = np.asarray(batch.X)
+    with np.errstate(over="ignore"):
+        Z = np.ascontiguousarray(X, dtype=np.float32)
+    if X.dtype != np.float32:
+        beyond = np.isinf(Z) & np.isfinite(X)
+        if beyond.any():
+            i, j = (int(k) for k in np.argwhere(beyond)[0])
+            names = getattr(reader, "vector_columns", None) or []
+            named = reader.list_column or (names[j] if j < len(names) else None)
+            raise InputError(
+                f"{reader._locate(batch, i, named)}: value {X[i, j]:g} is beyond float32 "
+                f"(at most {float(np.finfo(np.float32).max):.4g} in magnitude; column "
+                f"{column!r} holds float32): nothing written",
+                path=source,
+            )
+    return Z
+
+
+def _refuse_beyond_float32(reader, batch_size, column, source):
+    """One pass over an export that is not float32, before anything is written: refuse a
+    value float32 cannot hold (:func:`_float32`)."""
+    for batch in reader.iter_batches(batch_size):
+        if np.asarray(batch.X).dtype == np.float32:
+            return
+        _float32(batch, reader, column, source)
 
 
 def _display(location):
