@@ -558,10 +558,12 @@ def test_chroma_replace_in_place_rollback_and_the_kept_collection(chroma_collect
 
 
 @pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
-def test_lance_backfill_sigterm_then_rerun(tmp_path):
-    """``backfill`` stopped by SIGTERM between writes: one line, exit 143, the rows written
-    so far kept whole (the room writes a backfill fragment by fragment); the same
-    command then finishes, bit for bit."""
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_lance_backfill_sigterm_then_rerun(tmp_path, how):
+    """``backfill`` stopped by SIGTERM between writes (one line, exit 143) or killed with
+    ``kill -9`` at any point: the rows written so far kept whole, each with its
+    provenance (the room writes a backfill fragment by fragment); the same command then
+    finishes, bit for bit."""
     import lance
 
     n, per_fragment = 3000, 100
@@ -594,13 +596,19 @@ def test_lance_backfill_sigterm_then_rerun(tmp_path):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert proc.poll() is None, "the backfill ended before it could be interrupted"
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(how)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode in (143, -signal.SIGTERM), err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    if how == signal.SIGTERM:
+        assert proc.returncode in (143, -signal.SIGTERM), err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     status = open_store(path).column_status("v2")
-    # whole fragments only (the export holds every row)
+    # whole fragments only (the export holds every row), values with their provenance
     assert 0 < status["native"] < n and status["native"] % per_fragment == 0
+    table = _dataset(path).to_table().sort_by("id")
+    native_rows = np.array(table.column("v2_source").to_pylist()) == "native"
+    held = _matrix(table.column("v2"))
+    assert held[native_rows].tobytes() == native[native_rows].tobytes()
+    assert not held[~native_rows].any()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert _matrix(_dataset(path).to_table().sort_by("id").column("v2")).tobytes() == (

@@ -23,6 +23,16 @@ directory carries it):
   column's included) once a tenth of the table is outside it; Lance searches rows
   outside an index exactly, so results never change.  Once the column has no missing row
   it gets an index of the kind ``like`` has (same type, metric and partitions).
+- **A backfill** (:meth:`LanceStore.bulk_writer`) reads the id column once (an id -> row
+  address map kept up to date by this store's own writes), gathers the export's rows per
+  fragment in a temporary directory, then patches each fragment's column once
+  (``update_columns`` on the row address: the values and their provenance in one table
+  version per fragment, the rows in place); a fragment holding more of the backfill than
+  one patch (:data:`PATCH_BYTES` of vectors) gets its rows rewritten whole into new
+  fragments in parts instead.  Its cost grows linearly with the rows (figures against
+  one ``merge_insert`` of the whole export: benchmarks/RESULTS.md); memory holds one
+  batch while gathering, one patch while writing.  A rerun after ``kill -9`` reads the
+  export again and writes only the rows that differ.
 - **Cutover** renames, in one table version: ``like`` to :meth:`LanceStore.kept_name`
   (its provenance column too, when it has one) and the added column to ``like`` (with
   its provenance column).  No data file is touched, indexes follow their columns, so
