@@ -29,8 +29,7 @@ directory carries it):
   (``update_columns`` on the row address: the values and their provenance in one table
   version per fragment, the rows in place); a fragment holding more of the backfill than
   one patch (:data:`PATCH_BYTES` of vectors) gets its rows rewritten whole into new
-  fragments in parts instead.  Its cost grows linearly with the rows (figures against
-  one ``merge_insert`` of the whole export: benchmarks/RESULTS.md); memory holds one
+  fragments in parts instead.  Its cost grows linearly with the rows; memory holds one
   batch while gathering, one patch while writing.  A rerun after ``kill -9`` reads the
   export again and writes only the rows that differ.
 - **Cutover** renames, in one table version: ``like`` to :meth:`LanceStore.kept_name`
