@@ -615,6 +615,10 @@ def test_lance_backfill_sigterm_then_rerun(tmp_path, how):
         native.tobytes()
     )
     assert open_store(path).column_status("v2")["native"] == n
+    import tempfile
+
+    # the rows the killed run gathered are gone (the rerun removed them)
+    assert not list(Path(tempfile.gettempdir()).glob(f"sklearn-compat-backfill-{proc.pid}-*"))
 
 
 @pytest.mark.parametrize("patch_rows", [None, 7])

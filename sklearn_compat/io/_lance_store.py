@@ -203,6 +203,29 @@ def _move_rows(path, dataset, id_column, addresses, table):
     return done, removed, rows.column(id_column)
 
 
+# Temporary directories of a backfill's gathered rows: SPILL_PREFIX + pid + "-" + random.
+SPILL_PREFIX = "sklearn-compat-backfill-"
+
+
+def _drop_orphans():
+    """Remove the gathered rows a backfill killed with ``kill -9`` left behind (their
+    process is gone)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    for path in Path(tempfile.gettempdir()).glob(SPILL_PREFIX + "*-*"):
+        pid = path.name[len(SPILL_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
+
+
 # Most vector bytes one fragment's patch holds in memory (more rows for one fragment are
 # written in several patches, each rewriting the fragment's column).
 PATCH_BYTES = 256 * 2**20
@@ -232,7 +255,8 @@ class _FragmentWrites:
         store._positions(dataset, self.id_column)  # the id map, scanned once
         self.dataset, self.version = dataset, dataset.version
         self.patch_rows = max(int(batch_size), PATCH_BYTES // (4 * max(self.width, 1)))
-        self._tmp = tempfile.TemporaryDirectory(prefix="sklearn-compat-backfill-")
+        _drop_orphans()
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
         self.dir = Path(self._tmp.name)
         self.counts = {}
 
