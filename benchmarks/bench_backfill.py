@@ -323,26 +323,40 @@ def report(args, what, floor_name, ours, floor, idle, same):
     return row, floor_name
 
 
-COLUMNS = ["", "backfill s", "floor s", "ratio", "peak MiB beyond imports (ours / floor)"]
-
-
 def write_results(args, result):
-    """The figures as a row of ``benchmarks/results/backfill.json``: one table for every
-    store, a run of one store replacing that store's row (and its note)."""
+    """The figures into ``benchmarks/results/backfill.json``: every run kept by store and
+    size (``runs``; a run of one store at one size replaces that run and its note), shown
+    as one row per store with a column group per size (the page keeps one line a store)."""
     import json
 
     row, floor_name = result
     what = {"lance": "LanceDB table", "pgvector": "Postgres table"}[args.store]
+    label = f"{what}, {args.rows:,} x {args.dim}"
     path = Path(args.json)
-    rows, notes = [], {}
+    runs, notes = {}, {}
     if path.exists():
         old = json.loads(path.read_text(encoding="utf-8"))
-        rows = [r for r in old["tables"][0]["rows"] if not r[0].startswith(what)]
-        notes = old.get("store_notes", {})
-    notes[what] = " ".join(filter(None, [f"{what}: floor {floor_name}.", args.notes]))
-    rows.append(row)
+        runs = old.get("runs", {})
+        notes = {k: v for k, v in old.get("store_notes", {}).items() if k in runs}
+    runs[label] = {"store": what, "rows": args.rows, "dim": args.dim, "cells": row[1:]}
+    notes[label] = " ".join(filter(None, [f"{label}: floor {floor_name}.", args.notes]))
+    sizes = sorted({(r["rows"], r["dim"]) for r in runs.values()})
+    columns = [""]
+    for rows, dim in sizes:
+        columns += [f"{rows:,} x {dim}: backfill / floor s", "ratio", "peak MiB (ours / floor)"]
+    table = []
+    for store in sorted({r["store"] for r in runs.values()}):
+        line = [store]
+        for rows, dim in sizes:
+            run = runs.get(f"{store}, {rows:,} x {dim}")
+            if run is None:
+                line += ["not run"] * 3
+            else:
+                ours, floor, ratio, memory = run["cells"]
+                line += [f"{ours} / {floor}", ratio, memory]
+        table.append(line)
     common = (
-        f"Native vectors (a Parquet export, ids shuffled) written by id into the added column "
+        "Native vectors (a Parquet export, ids shuffled) written by id into the added column "
         "of a table holding the same rows (int64 id, text, old and added vector columns); "
         f"each run in a fresh process on a fresh copy, alternating, best of {args.rounds}; "
         "memory is peak resident memory beyond a process that only does the same imports."
@@ -351,11 +365,11 @@ def write_results(args, result):
         args,
         "backfill",
         "Vector stores: `backfill` into an added column",
-        [_common.table("", COLUMNS, sorted(rows))],
+        [_common.table("", columns, table)],
         notes=" ".join([common, *[notes[k] for k in sorted(notes)]]),
     )
     record = json.loads(path.read_text(encoding="utf-8"))
-    record["store_notes"] = notes
+    record["runs"], record["store_notes"] = runs, notes
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 

@@ -558,20 +558,23 @@ def test_chroma_replace_in_place_rollback_and_the_kept_collection(chroma_collect
 
 
 @pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
-def test_lance_backfill_sigterm_then_rerun(tmp_path):
-    """``backfill`` stopped by SIGTERM between batches: one line, exit 143, the rows written
-    so far kept whole; the same command then finishes, bit for bit."""
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_lance_backfill_sigterm_then_rerun(tmp_path, how):
+    """``backfill`` stopped by SIGTERM between writes (one line, exit 143) or killed with
+    ``kill -9`` at any point: the rows written so far kept whole, each with its
+    provenance (the room writes a backfill fragment by fragment); the same command then
+    finishes, bit for bit."""
     import lance
 
-    n = 3000
+    n, per_fragment = 3000, 100
     rng = np.random.default_rng(0)
     old = rng.normal(size=(n, 4)).astype(np.float32)
     native = rng.normal(size=(n, 8)).astype(np.float32)
     ids = np.arange(n, dtype=np.int64)
-    lancedb.connect(tmp_path / "db").create_table(
-        "items", pa.table({"id": ids, "vector": _vectors(old)})
-    )
     path = str(tmp_path / "db" / "items.lance")
+    lance.write_dataset(
+        pa.table({"id": ids, "vector": _vectors(old)}), path, max_rows_per_file=per_fragment
+    )
     store = open_store(path)
     store.add_column("v2", 8, like="vector")
     store.write_rows("v2", ids, np.zeros((n, 8), np.float32), MAPPED)
@@ -593,15 +596,136 @@ def test_lance_backfill_sigterm_then_rerun(tmp_path):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert proc.poll() is None, "the backfill ended before it could be interrupted"
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(how)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode in (143, -signal.SIGTERM), err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    if how == signal.SIGTERM:
+        assert proc.returncode in (143, -signal.SIGTERM), err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     status = open_store(path).column_status("v2")
-    assert 0 < status["native"] < n and status["native"] % 50 == 0  # whole batches only
+    # whole fragments only (the export holds every row), values with their provenance
+    assert 0 < status["native"] < n and status["native"] % per_fragment == 0
+    table = _dataset(path).to_table().sort_by("id")
+    native_rows = np.array(table.column("v2_source").to_pylist()) == "native"
+    held = _matrix(table.column("v2"))
+    assert held[native_rows].tobytes() == native[native_rows].tobytes()
+    assert not held[~native_rows].any()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert _matrix(_dataset(path).to_table().sort_by("id").column("v2")).tobytes() == (
         native.tobytes()
     )
     assert open_store(path).column_status("v2")["native"] == n
+    import tempfile
+
+    # the rows the killed run gathered are gone (the rerun removed them)
+    assert not list(Path(tempfile.gettempdir()).glob(f"sklearn-compat-backfill-{proc.pid}-*"))
+
+
+@pytest.mark.parametrize("patch_rows", [None, 7])
+def test_lance_bulk_backfill_fragments_duplicates_and_index(
+    lance_table, tmp_path, monkeypatch, patch_rows
+):
+    """The backfill's writer by fragment: rows in any order over several fragments, an
+    id given twice keeps its last vector, unknown ids never inserted, the old index keeps
+    serving; a fragment with more rows than one patch holds (``patch_rows``) is written
+    in parts, bit for bit all the same; a rerun writes nothing."""
+    import lance
+
+    import sklearn_compat.io._lance_store as room
+
+    old, mapped, native = _data()
+    dataset = _dataset(lance_table)
+    more = pa.table({"id": _ids(2 * N)[N:], "text": [f"t{i}" for i in range(N)],
+                     "vector": _vectors(old)})  # fmt: skip
+    dataset.insert(more)  # a second fragment
+    assert len(_dataset(lance_table).get_fragments()) == 2
+    store = open_store(lance_table)
+    store.add_column("v2", D_NEW, like="vector")
+    ids = _ids(2 * N)
+    both = np.vstack([mapped, mapped])
+    store.write_rows("v2", ids, both, MAPPED)
+    if patch_rows:
+        monkeypatch.setattr(room, "PATCH_BYTES", patch_rows * 4 * D_NEW)
+    rng = np.random.default_rng(3)
+    Y = rng.normal(size=(2 * N, D_NEW)).astype(np.float32)
+    order = rng.permutation(2 * N)[: 3 * N // 2]
+    first = rng.normal(size=(5, D_NEW)).astype(np.float32)  # overwritten by later batches
+    writer = store.bulk_writer("v2", "native", 16)
+    try:
+        assert writer.add(ids[order[:5]], first).size == 0
+        for start in range(0, len(order), 16):
+            part = order[start : start + 16]
+            assert writer.add(ids[part], Y[part]).size == 0
+        extra = rng.normal(size=(2, D_NEW)).astype(np.float32)
+        unknown = writer.add(np.array(["nope", "doc1"], dtype=object), extra)
+        assert unknown.tolist() == ["nope"]
+        written, same = writer.commit(lambda: None)
+    finally:
+        writer.close()
+    assert (written, same) == (len(set(order) | {1}), 0)  # 'nope' never
+    assert _dataset(lance_table).count_rows() == 2 * N
+    got = _matrix(_column(lance_table, "v2")[1])
+    want = both.copy()
+    want[order] = Y[order]
+    want[1] = extra[1]  # doc1's last vector
+    assert got.tobytes() == want.tobytes()
+    sources = np.array(_column(lance_table, "v2_source")[1].to_pylist(), dtype=object)
+    native_rows = np.zeros(2 * N, bool)
+    native_rows[order] = True
+    native_rows[1] = True
+    assert ((sources == "native") == native_rows).all()
+    assert ((sources == MAPPED) == ~native_rows).all()
+    hits = lance.dataset(lance_table).to_table(nearest={"column": "vector", "q": old[3], "k": 1})
+    assert hits.column("id").to_pylist()[0] in ("doc3", f"doc{N + 3}")
+    writer = store.bulk_writer("v2", "native", 16)
+    try:
+        writer.add(ids[order], Y[order])
+        version = _dataset(lance_table).version
+        assert writer.commit(lambda: None)[0] == (1 if 1 in order else 0)
+    finally:
+        writer.close()
+    if 1 not in order:
+        assert _dataset(lance_table).version == version
+
+
+def _procrustes_model(tmp_path, width):
+    from sklearn_compat.cli import main
+    from sklearn_compat.io import OutputLayout, write_table
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, width)).astype(np.float32)
+    ids = np.arange(30)
+    layout = OutputLayout("list", width, id_column="id", list_column="vector")
+    write_table(tmp_path / "src.parquet", ids, X, layout)
+    write_table(tmp_path / "tgt.parquet", ids, X[:, ::-1].copy(), layout)
+    model = str(tmp_path / "m.skops")
+    assert main(["fit", "--method", "procrustes", "--source", str(tmp_path / "src.parquet"),
+                 "--target", str(tmp_path / "tgt.parquet"), "--id-column", "id",
+                 "--model", model]) == 0  # fmt: skip
+    return model
+
+
+def test_lance_add_column_picks_the_column_of_the_model_width_or_names_them(tmp_path, capsys):
+    """Two original vector columns and no ``--vector-column``: the one of the model's
+    input width is mapped; two of that width: one line naming the columns and
+    ``--vector-column``, nothing added."""
+    from sklearn_compat.cli import main
+
+    model = _procrustes_model(tmp_path, 8)
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(N, 8)).astype(np.float32)
+    wide = rng.normal(size=(N, 16)).astype(np.float32)
+    db = lancedb.connect(tmp_path / "db")
+    db.create_table("two", pa.table({"id": _ids(), "b": _vectors(wide), "a": _vectors(a)}))
+    db.create_table("same", pa.table({"id": _ids(), "b": _vectors(a), "a": _vectors(a)}))
+    argv = ["transform", "--model", model, "--id-column", "id", "--add-column", "new"]
+    two = str(tmp_path / "db" / "two.lance")
+    assert main(argv + ["--input", two]) == 0
+    assert open_store(two).added_columns() == {"new": "a"}
+    same = str(tmp_path / "db" / "same.lance")
+    capsys.readouterr()
+    assert main(argv + ["--input", same]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "'a' (8 values)" in err and "'b' (8 values)" in err and "--vector-column" in err
+    assert set(open_store(same).vector_columns()) == {"a", "b"}

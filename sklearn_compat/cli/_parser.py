@@ -300,7 +300,12 @@ def _add_backfill(sub, parents):
     bf.add_argument("--table", required=True, metavar=_STORE_METAVAR, help=_STORE_HELP)
     bf.add_argument("--column", required=True, metavar="NAME", help="the added vector column")
     bf.add_argument(
-        "--vectors", required=True, metavar="EXPORT", help="the new model's vectors (a table)"
+        "--vectors",
+        required=True,
+        metavar="EXPORT",
+        help="the new model's vectors (a table); written as float32, what the stores hold: "
+        "float64 values are rounded to the nearest float32, and a value beyond float32's "
+        "range is refused (one line naming its row, id and column; nothing written)",
     )
     bf.add_argument("--id-column", required=True, metavar="ID", help="EXPORT's id column")
     bf.add_argument("--vector-column", metavar="NAME", help="EXPORT's list-valued column")

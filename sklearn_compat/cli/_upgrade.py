@@ -80,18 +80,39 @@ def _reading(spec, column):
     return replace(spec, vector_column=column, prefix=None, pattern=None)
 
 
-def _rerun_spec(store, spec, column):
-    """On a rerun (the column exists), read the column it was added beside unless the
-    command line names one: the table has two vector columns now."""
+def _source_spec(store, spec, column, width):
+    """``spec`` reading the vector column ``--add-column`` maps from, when the command
+    line names none and the table has several vector columns (once a column was added:
+    a rerun, a resume, a second ``--add-column``).  What decides, in turn: the column
+    ``column`` was added beside, when it exists; else the vector columns that are not
+    added columns; among several, those the ledger's migrations and added columns name;
+    among several still, those of the model's input ``width``.  More than one left: one
+    line naming every vector column and ``--vector-column``.  Generic: the store
+    interface's ``vector_columns``, ``added_columns`` and ``ledger``."""
+    from ..io._stores import ledger
+
     if spec.vector_column or spec.prefix or spec.pattern or store.one_vector_per_record:
         return spec
-    try:
-        if column not in store.vector_columns():
-            return spec
-        like = store.column_status(column).get("like")
-    except InputError:
+    columns = store.vector_columns()
+    if len(columns) < 2:
         return spec
-    return _reading(spec, like)
+    added = store.added_columns()
+    if column in added and added[column] in columns:
+        return _reading(spec, added[column])
+    candidates = [c for c in columns if c not in added]
+    if len(candidates) > 1:
+        named = {e.get("like") or e.get("column") for e in ledger.in_effect(store.ledger())
+                 if e.get("action") in ("add_column", "transform", "replace")}  # fmt: skip
+        candidates = [c for c in candidates if c in named] or candidates
+    if len(candidates) > 1:
+        candidates = [c for c in candidates if columns[c] in (None, width)] or candidates
+    if len(candidates) == 1:
+        return _reading(spec, candidates[0])
+    listed = ", ".join(f"{c!r} ({columns[c]} values)" for c in columns)
+    raise InputError(
+        f"has several vector columns ({listed}); name the one to map with --vector-column",
+        path=store.display(),
+    )
 
 
 def run_add_column(args, model, spec):
@@ -105,8 +126,9 @@ def run_add_column(args, model, spec):
     store = _open(args.input, "--input")
     store.id_column = args.id_column
     try:
-        reader = store.reader(_rerun_spec(store, spec, args.add_column), _dtype(args.dtype))
         expected = model_width(model, args.model)
+        spec = _source_spec(store, spec, args.add_column, expected)
+        reader = store.reader(spec, _dtype(args.dtype))
         check_width(reader, expected, args.model)
         columns = source_columns(model, reader)
         width = int(model.transform(model_input(np.zeros((1, expected)), *columns)).shape[1])

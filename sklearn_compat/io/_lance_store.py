@@ -23,6 +23,15 @@ directory carries it):
   column's included) once a tenth of the table is outside it; Lance searches rows
   outside an index exactly, so results never change.  Once the column has no missing row
   it gets an index of the kind ``like`` has (same type, metric and partitions).
+- **A backfill** (:meth:`LanceStore.bulk_writer`) reads the id column once (an id -> row
+  address map kept up to date by this store's own writes), gathers the export's rows per
+  fragment in a temporary directory, then patches each fragment's column once
+  (``update_columns`` on the row address: the values and their provenance in one table
+  version per fragment, the rows in place); a fragment holding more of the backfill than
+  one patch (:data:`PATCH_BYTES` of vectors) gets its rows rewritten whole into new
+  fragments in parts instead.  Its cost grows linearly with the rows; memory holds one
+  batch while gathering, one patch while writing.  A rerun after ``kill -9`` reads the
+  export again and writes only the rows that differ.
 - **Cutover** renames, in one table version: ``like`` to :meth:`LanceStore.kept_name`
   (its provenance column too, when it has one) and the added column to ``like`` (with
   its provenance column).  No data file is touched, indexes follow their columns, so
@@ -96,6 +105,272 @@ def _as_matrix(column, width):
         values = column.filter(pa.array(valid)).flatten().to_numpy(zero_copy_only=False)
         out[valid] = np.asarray(values, dtype=np.float32).reshape(-1, width)
     return out
+
+
+class _IdMap:
+    """The id -> row map of a table at one version (``key``: :func:`_layout_key`):
+    ``index`` (a ``pandas.Index`` of the ids in scan order), ``kind`` (the id column's
+    Arrow type), ``addresses`` (each row's address, fragment id << 32 | offset) and
+    ``physical`` (``{fragment id: physical rows}``)."""
+
+    def __init__(self, key, index, kind, addresses, physical):
+        self.key, self.index, self.kind = key, index, kind
+        self.addresses, self.physical = addresses, physical
+
+
+def _layout_key(dataset, id_column):
+    """What identifies the rows' places: the version and its fragments (id, physical
+    rows, deletion file), so that a table made again at the same path does not pass
+    for the one read before."""
+    fragments = []
+    for f in dataset.get_fragments():
+        deletion = f.metadata.deletion_file
+        fragments.append((f.fragment_id, f.physical_rows,
+                          None if deletion is None else (deletion.id, deletion.read_version)))
+    return (id_column, dataset.version, tuple(fragments))
+
+
+def _delete_offsets(fragment, offsets, id_column, ids):
+    """Delete the rows at physical ``offsets`` of ``fragment`` (their ids ``ids``):
+    straight into its deletion vector where Lance offers it, else by a filter on the
+    ids (which scans the fragment)."""
+    delete_rows = getattr(fragment, "delete_rows", None)
+    if delete_rows is not None:
+        return delete_rows(offsets)
+    return fragment.delete(f"{_sql_name(id_column)} IN ({_sql_list(ids.to_pylist())})")
+
+
+def pa_equal(chunks, expected):
+    """Whether the Arrow arrays ``chunks``, end to end, equal the array ``expected``."""
+    import pyarrow as pa
+
+    got = pa.chunked_array(chunks, type=expected.type) if chunks else None
+    return got is not None and got.combine_chunks().equals(
+        expected.combine_chunks() if isinstance(expected, pa.ChunkedArray) else expected
+    )
+
+
+def _take_at(dataset, addresses, column):
+    """Column ``column`` at row ``addresses`` (read in address order: Lance reads sorted
+    addresses about twice as fast), in the order given; a string column as an object
+    array."""
+    import pyarrow as pa
+
+    addresses = np.asarray(addresses, dtype=np.uint64)
+    order = np.argsort(addresses, kind="stable")
+    taken = dataset._take_rows(pa.array(addresses[order]), columns=[column]).column(0)
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    if pa.types.is_string(taken.type) or pa.types.is_large_string(taken.type):
+        return np.asarray(taken.to_pylist(), dtype=object)[back]
+    return taken.take(pa.array(back))
+
+
+def _move_rows(path, dataset, id_column, addresses, table):
+    """Rewrite the rows at ``addresses`` (ascending) whole, with the columns of
+    ``table`` (rows in the same order) replacing theirs, in one Update commit: the rows
+    read by address, their offsets added to the deletion vector of each fragment that
+    held them, the new rows in new fragments.  Returns ``(dataset, removed fragment
+    ids, the rows' ids)``."""
+    import pyarrow as pa
+
+    lance = import_lance()
+    names = dataset.schema.names
+    rows = dataset._take_rows(pa.array(addresses), columns=names)
+    fragment_of = addresses >> np.uint64(32)
+    offsets = addresses & np.uint64(0xFFFFFFFF)
+    for name in table.column_names:
+        if name == id_column:
+            continue
+        at = rows.schema.get_field_index(name)
+        rows = rows.set_column(at, dataset.schema.field(name), table.column(name))
+    rows = rows.cast(dataset.schema)
+    fragments = {f.fragment_id: f for f in dataset.get_fragments()}
+    updated, removed = [], []
+    for fid in np.unique(fragment_of):
+        gone = offsets[fragment_of == fid].tolist()
+        done = _delete_offsets(fragments[int(fid)], gone, id_column,
+                               rows.column(id_column).filter(pa.array(fragment_of == fid)))
+        if done is None:
+            removed.append(int(fid))
+        else:
+            updated.append(done)
+    new = lance.fragment.write_fragments(rows, path, schema=dataset.schema)
+    operation = lance.LanceOperation.Update(
+        removed_fragment_ids=removed, updated_fragments=updated, new_fragments=new
+    )
+    done = lance.LanceDataset.commit(path, operation, read_version=dataset.version)
+    return done, removed, rows.column(id_column)
+
+
+# Temporary directories of a backfill's gathered rows: SPILL_PREFIX + pid + "-" + random.
+SPILL_PREFIX = "sklearn-compat-backfill-"
+
+
+def _drop_orphans():
+    """Remove the gathered rows a backfill killed with ``kill -9`` left behind (their
+    process is gone)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    for path in Path(tempfile.gettempdir()).glob(SPILL_PREFIX + "*-*"):
+        pid = path.name[len(SPILL_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
+
+
+# Most vector bytes one fragment's patch holds in memory (more rows for one fragment are
+# written in several patches, each rewriting the fragment's column).
+PATCH_BYTES = 256 * 2**20
+
+
+class _FragmentWrites:
+    """A backfill's rows for one added column, written by fragment rather than by batch.
+
+    :meth:`add` looks each batch's ids up in the id map (built once) and appends the
+    known rows' offsets and vectors to one file per fragment in a temporary directory
+    (memory: one batch); :meth:`commit` then patches each fragment once
+    (``LanceFragment.update_columns`` on the row address, one ``Update`` commit per
+    fragment holding the values and their provenance): the column is rewritten once in
+    all, where patching it batch by batch rewrote every fragment a batch touched (all of
+    them, for ids in any order), and rewriting the rows whole moved every column.  Rows
+    that already hold the bits and provenance are left alone; an id given twice keeps
+    its last vector.  Each commit is whole or absent after ``kill -9``; a rerun reads
+    the export again and skips the fragments already written."""
+
+    def __init__(self, store, dataset, column, provenance, batch_size):
+        import tempfile
+        from pathlib import Path
+
+        self.store, self.column, self.provenance = store, column, provenance
+        self.width = dataset.schema.field(column).type.list_size
+        self.id_column = store._ids_column(dataset.schema)
+        store._positions(dataset, self.id_column)  # the id map, scanned once
+        self.dataset, self.version = dataset, dataset.version
+        self.patch_rows = max(int(batch_size), PATCH_BYTES // (4 * max(self.width, 1)))
+        _drop_orphans()
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
+        self.dir = Path(self._tmp.name)
+        self.counts = {}
+
+    def add(self, ids, Z):
+        """Gather one batch; returns the ids the table does not hold (not written)."""
+        Z = rows_of_width(Z, self.width, self.column, self.store.path)
+        positions, _, _ = self.store._lookup(self.dataset, self.id_column, ids)
+        known = positions >= 0
+        unknown = np.asarray(ids)[~known]
+        if not known.any():
+            return unknown
+        addresses = self.store._id_cache.addresses[positions[known]]
+        Z = np.ascontiguousarray(np.asarray(Z)[known], dtype=np.float32)
+        fragment = addresses >> np.uint64(32)
+        order = np.argsort(fragment, kind="stable")
+        fragment, addresses, Z = fragment[order], addresses[order], Z[order]
+        cuts = np.flatnonzero(np.diff(fragment)) + 1
+        for part in np.split(np.arange(len(fragment)), cuts):
+            fid = int(fragment[part[0]])
+            offsets = (addresses[part] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            with open(self.dir / f"{fid}.offsets", "ab") as fh:
+                fh.write(offsets.tobytes())
+            with open(self.dir / f"{fid}.vectors", "ab") as fh:
+                fh.write(Z[part].tobytes())
+            self.counts[fid] = self.counts.get(fid, 0) + len(part)
+        return unknown
+
+    def commit(self, stop):
+        """Write the gathered rows, fragment by fragment (``stop()`` between commits);
+        returns ``(written, same)``: rows changed, rows that already held them."""
+        written = same = 0
+        for fid in sorted(self.counts):
+            offsets = np.fromfile(self.dir / f"{fid}.offsets", dtype=np.uint32)
+            # The last vector of an offset given twice; in offset order.
+            last = len(offsets) - 1 - np.unique(offsets[::-1], return_index=True)[1]
+            whole = None
+            if len(offsets) <= self.patch_rows:  # read at once (sequential), then gathered
+                whole = np.fromfile(self.dir / f"{fid}.vectors", dtype=np.float32)
+                whole = whole.reshape(len(offsets), self.width)
+            for start in range(0, len(last), self.patch_rows):
+                rows = last[start : start + self.patch_rows]
+                if whole is not None:
+                    Z = whole[rows]
+                else:
+                    vectors = np.memmap(self.dir / f"{fid}.vectors", dtype=np.float32,
+                                        mode="r", shape=(len(offsets), self.width))  # fmt: skip
+                    Z = np.array(vectors[np.sort(rows)])
+                    Z = Z[np.argsort(np.argsort(rows))]
+                    del vectors
+                whole = None  # one patch per fragment here: free it before the write
+                done = self._patch(fid, offsets[rows], Z, len(last) <= self.patch_rows)
+                written += done
+                same += len(rows) - done
+                stop()
+        if written:
+            self.store._keep_indexes_covering()
+            self.store._index_when_complete(self.column)
+        return written, same
+
+    def _patch(self, fid, offsets, Z, whole):
+        """Write the rows at ``offsets`` of fragment ``fid`` (ascending) that differ;
+        ``whole``: they are all the fragment's rows of this backfill (patch its column),
+        else part of them (move them).  Returns how many were written."""
+        import pyarrow as pa
+
+        lance = import_lance()
+        dataset = self.store._dataset()
+        if dataset.version != self.version:
+            raise InputError(
+                f"changed while the backfill wrote it (version {self.version}, now "
+                f"{dataset.version}); nothing more written: run the same command again",
+                path=self.store.path,
+            )
+        addresses = (np.uint64(fid) << np.uint64(32)) | offsets.astype(np.uint64)
+        source = self.column + SOURCE_SUFFIX
+        change = _take_at(dataset, addresses, source) != self.provenance
+        agree = np.flatnonzero(~change)
+        if len(agree):
+            held = _as_matrix(_take_at(dataset, addresses[agree], self.column), self.width)
+            alike = (held.view(np.uint32) == Z[agree].view(np.uint32)).all(axis=1)
+            change[agree[~alike]] = True
+        n = int(change.sum())
+        if not n:
+            return 0
+        if n < len(change):
+            addresses, Z = addresses[change], Z[change]
+        schema = dataset.schema
+        values = pa.table(
+            [_vectors(Z), pa.array([self.provenance] * n, pa.string())],
+            schema=pa.schema([schema.field(self.column), schema.field(source)]),
+        )
+        if whole:
+            # Patch the fragment's column: the rows keep their place (and addresses).
+            right = values.add_column(0, "_rowid", pa.array(addresses))
+            fragment = dataset.get_fragment(fid)
+            meta, fields = fragment.update_columns(right, left_on="_rowid")[:2]
+            operation = lance.LanceOperation.Update(
+                updated_fragments=[meta], fields_modified=fields, update_mode="rewrite_columns"
+            )
+            done = lance.LanceDataset.commit(self.store.path, operation,
+                                             read_version=self.version)  # fmt: skip
+            cache = self.store._id_cache
+            if cache is not None:
+                cache.key = _layout_key(done, self.id_column)
+        else:
+            # One part of a fragment too big to patch at once: these rows are rewritten
+            # whole into a new fragment (the cost follows the rows, not the fragment).
+            done = _move_rows(self.store.path, dataset, self.id_column, addresses, values)[0]
+            self.store._id_cache = None
+        self.version = done.version
+        return n
+
+    def close(self):
+        self._tmp.cleanup()
 
 
 class LanceStore(Store):
@@ -182,6 +457,10 @@ class LanceStore(Store):
             return False
         return LIKE_KEY in (schema.field(name).metadata or {})
 
+    def added_columns(self):
+        schema = self._dataset().schema
+        return {f.name: self._like(schema, f.name) for f in schema if self._added(schema, f.name)}
+
     def _like(self, schema, name):
         return (schema.field(name).metadata or {})[LIKE_KEY].decode()
 
@@ -260,12 +539,15 @@ class LanceStore(Store):
 
     # ------------------------------------------------------------------ rows by id
     def _positions(self, dataset, id_column):
-        """``pandas.Index`` of the table's ids in row order (cached per table layout)."""
+        """``pandas.Index`` of the table's ids in row order, kept in ``self._id_cache``
+        (an :class:`_IdMap`) for as long as the table is at the version it was read at
+        or at one this store's own writes moved it to (they update it in place): a
+        backfill scans the id column once, not once per batch."""
         import pandas as pd
 
-        key = (id_column, tuple((f.fragment_id, f.count_rows()) for f in dataset.get_fragments()))
-        if self._id_cache is not None and self._id_cache[0] == key:
-            return self._id_cache[1]
+        key = _layout_key(dataset, id_column)
+        if self._id_cache is not None and self._id_cache.key == key:
+            return self._id_cache.index
         scanned = dataset.to_table(columns=[id_column], with_row_address=True)
         column = scanned.column(0)
         addresses = scanned.column("_rowaddr").to_numpy().astype(np.uint64)
@@ -282,7 +564,9 @@ class LanceStore(Store):
             )
         # Rows are read by address (fragment, offset): a read by logical offset maps
         # every offset through the deletion vectors, slow once rows were rewritten.
-        self._id_cache = (key, index, column.type, addresses)
+        self._id_cache = _IdMap(key, index, column.type, addresses,
+                                {f.fragment_id: f.physical_rows
+                                 for f in dataset.get_fragments()})  # fmt: skip
         return index
 
     def _differing(self, dataset, column, positions, Z, provenance):
@@ -301,54 +585,58 @@ class LanceStore(Store):
     def _write_mode(self, dataset, schema, column, positions):
         """Lance's cheaper way to write the rows at ``positions`` into ``column``:
         ``rewrite_columns`` (patches the column in the fragments holding the rows: every
-        index keeps covering every row, rows keep their place) when the rows are
-        gathered in few fragments (a column filled in table order), else
+        index keeps covering every row, rows keep their place) when the rows fill most
+        of the fragments they are in (a column filled in table order), else
         ``rewrite_rows`` (the matched rows rewritten whole into new fragments; the cost
-        follows the rows written, not the table: a backfill in any order)."""
-        counts = dict(self._id_cache[0][1])
-        touched = np.unique(self._id_cache[3][positions] >> np.uint64(32))
-        patched = sum(counts.get(int(f), 0) for f in touched) * (
+        follows the rows written, not the table: a backfill in any order).  A patched
+        fragment is rewritten over all its physical rows, deleted ones included."""
+        physical = self._id_cache.physical
+        touched = np.unique(self._id_cache.addresses[positions] >> np.uint64(32))
+        patched = sum(physical.get(int(f), 0) for f in touched) * (
             _row_bytes(schema, [column, column + SOURCE_SUFFIX])
         )
         rewritten = len(positions) * _row_bytes(schema, schema.names)
         return "rewrite_columns" if patched <= 2 * rewritten else "rewrite_rows"
 
     def _rewrite_rows(self, dataset, id_column, positions, table):
-        """Rewrite the rows at ``positions`` whole with ``table``'s columns (the id, the
-        vector and its provenance) in one Update commit: the rows read by position, a
-        deletion vector on each fragment that held them, the new rows in new fragments.
+        """Rewrite the rows at ``positions`` whole with ``table``'s columns (the vector and
+        its provenance; the others as they are) in one Update commit
+        (:func:`_move_rows`); the id map then follows the rows to their new place.
         What ``merge_insert(..., "rewrite_rows")`` does, without its join over the whole
         table on every call (its cost grew with the table: 12x the one-call floor at
         500,000 rows in batches of 16,384)."""
-        import pyarrow as pa
-
-        lance = import_lance()
         order = np.argsort(positions, kind="stable")
-        names = dataset.schema.names
-        addresses = self._id_cache[3][positions[order]]
-        rows = dataset._take_rows(pa.array(addresses), columns=names)
-        fragment_of = addresses >> np.uint64(32)
-        for name in table.column_names:
-            if name == id_column:
-                continue
-            at = rows.schema.get_field_index(name)
-            rows = rows.set_column(at, dataset.schema.field(name), table.column(name).take(order))
-        rows = rows.cast(dataset.schema)
-        ids = rows.column(id_column)
-        fragments = {f.fragment_id: f for f in dataset.get_fragments()}
-        updated, removed = [], []
-        for fid in np.unique(fragment_of):
-            held = ids.filter(pa.array(fragment_of == fid)).to_pylist()
-            done = fragments[int(fid)].delete(f"{_sql_name(id_column)} IN ({_sql_list(held)})")
-            if done is None:
-                removed.append(int(fid))
-            else:
-                updated.append(done)
-        new = lance.fragment.write_fragments(rows, self.path, schema=dataset.schema)
-        operation = lance.LanceOperation.Update(
-            removed_fragment_ids=removed, updated_fragments=updated, new_fragments=new
-        )
-        lance.LanceDataset.commit(self.path, operation, read_version=dataset.version)
+        moved = positions[order]
+        before = {f.fragment_id for f in dataset.get_fragments()}
+        done, removed, ids = _move_rows(self.path, dataset, id_column,
+                                        self._id_cache.addresses[moved], table.take(order))
+        self._follow_moved_rows(done, id_column, before, removed, moved, ids)
+
+    def _follow_moved_rows(self, dataset, id_column, before, removed, moved, ids):
+        """Point the id map at the new addresses of the rows ``_rewrite_rows`` moved (in
+        the order they were written into the new fragments), and at ``dataset``'s
+        version; checked against the ids the new fragments hold (else dropped: the
+        next call scans again)."""
+        cache = self._id_cache
+        self._id_cache = None
+        new = sorted((f for f in dataset.get_fragments() if f.fragment_id not in before),
+                     key=lambda f: f.fragment_id)  # fmt: skip
+        if sum(f.physical_rows for f in new) != len(moved):
+            return
+        placed, held = [], []
+        for f in new:
+            n = f.physical_rows
+            placed.append((np.uint64(f.fragment_id) << np.uint64(32))
+                          + np.arange(n, dtype=np.uint64))  # fmt: skip
+            held.append(f.to_table(columns=[id_column]).column(0))
+        if not pa_equal(held, ids):
+            return
+        cache.addresses[moved] = np.concatenate(placed)
+        for fid in removed:
+            cache.physical.pop(fid, None)
+        cache.physical.update({f.fragment_id: f.physical_rows for f in new})
+        cache.key = _layout_key(dataset, id_column)
+        self._id_cache = cache
 
     def _keep_indexes_covering(self):
         """After rows were rewritten into new fragments: fold them into every vector
@@ -373,7 +661,7 @@ class LanceStore(Store):
     def _lookup(self, dataset, id_column, ids):
         index = self._positions(dataset, id_column)
         ids = np.asarray(ids)
-        kind = self._id_cache[2]
+        kind = self._id_cache.kind
         import pyarrow as pa
 
         if pa.types.is_integer(kind) and ids.dtype.kind in "OUS":
@@ -420,20 +708,18 @@ class LanceStore(Store):
         return known, Z, provenance
 
     def _take(self, dataset, positions, column):
-        """Column ``column`` at row ``positions`` (read in row order: Lance reads sorted
-        positions about twice as fast), in the order given; a string column as an object
-        array."""
-        import pyarrow as pa
+        """Column ``column`` at row ``positions`` (see :meth:`_take_at`)."""
+        return _take_at(dataset, self._id_cache.addresses[positions], column)
 
-        order = np.argsort(positions, kind="stable")
-        addresses = pa.array(self._id_cache[3][positions[order]])
-        taken = dataset._take_rows(addresses, columns=[column]).column(0)
-        back = np.empty_like(order)
-        back[order] = np.arange(len(order))
-
-        if pa.types.is_string(taken.type) or pa.types.is_large_string(taken.type):
-            return np.asarray(taken.to_pylist(), dtype=object)[back]
-        return taken.take(pa.array(back))
+    def bulk_writer(self, column, provenance, batch_size):
+        """See :meth:`Store.bulk_writer`: rows gathered on local disk per fragment, then
+        each fragment patched once (:class:`_FragmentWrites`); None on a table with
+        stable row ids (rows are then written batch by batch)."""
+        dataset = self._dataset()
+        self._check_added(dataset.schema, column)
+        if dataset.has_stable_row_ids:
+            return None
+        return _FragmentWrites(self, dataset, column, provenance, batch_size)
 
     def write_rows(self, column, ids, Z, provenance):
         import pyarrow as pa
@@ -486,10 +772,27 @@ class LanceStore(Store):
         else:
             builder = dataset.merge_insert(id_column).when_matched_update_all()
             builder.write_mode(mode).execute(table)
+            self._follow_patched(dataset, id_column, mode)
         if mode == "rewrite_rows":
             self._keep_indexes_covering()
         self._index_when_complete(column)
         return unknown
+
+    def _follow_patched(self, before, id_column, mode):
+        """After a ``merge_insert`` of ours: rows patched in place (``rewrite_columns``)
+        keep their addresses, so the id map holds for the version it made when that
+        version follows the one it was read at; otherwise the map is dropped."""
+        cache, self._id_cache = self._id_cache, None
+        if mode != "rewrite_columns" or cache is None or before.has_stable_row_ids:
+            return
+        after = self._dataset()
+        if after.version != before.version + 1:
+            return
+        key = _layout_key(after, id_column)
+        if [k[:2] for k in key[2]] != [k[:2] for k in cache.key[2]]:
+            return
+        cache.key = key
+        self._id_cache = cache
 
     def _index_of(self, dataset, column):
         for index in list_indices(dataset):

@@ -187,6 +187,11 @@ class PgvectorStore(Store):
 
         return {name: c.width for name, c in vector_columns(self).items()}
 
+    def added_columns(self):
+        from ._pgvector_upgrade import added_columns
+
+        return added_columns(self)
+
     def add_column(self, name, width, like):
         from ._pgvector_upgrade import add_column
 

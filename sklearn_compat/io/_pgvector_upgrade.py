@@ -529,6 +529,18 @@ def _readers_of(store, names):
     return [r[0] for r in rows]
 
 
+def added_columns(store):
+    """``{name: like}`` of the added vector columns (their column notes)."""
+    out = {}
+    with store.errors("cannot read the table"):
+        for name in vector_columns(store):
+            beside = column_note(store, name).get("beside")
+            if beside:
+                out[name] = beside
+        store.conn.rollback()
+    return out
+
+
 def _beside(store, column, entries):
     note = column_note(store, column)
     if note.get("beside"):

@@ -206,6 +206,9 @@ class QdrantStore(Store):
                 return self.loc.with_collection(e["previous"]).display()
         return None
 
+    def added_columns(self):
+        return {c: e.get("like") for c, e in self._added().items() if e.get("like")}
+
     def _column(self, column):
         """``(physical collection, vector key, added entry or None)`` of ``column``."""
         physical, _ = self._served()

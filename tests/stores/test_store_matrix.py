@@ -311,21 +311,30 @@ def test_interrupted_add_column_and_backfill_finish_when_run_again(
     store = open_store(source)
     np.testing.assert_array_equal(store.read_rows("new", ids)[1], ref)
 
-    cls, calls = type(store), []
-    real_write = cls.write_rows
+    # Ctrl-C taken at the second check between writes (a room may gather batches and
+    # write them later: the interrupt lands wherever the room's second check is).
+    from contextlib import contextmanager
 
-    def interrupted_write(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_write(self, *args, **kwargs)
+    real_stop = cli_upgrade._stop_between_batches
+
+    @contextmanager
+    def interrupted_stop():
+        calls = []
+
+        def stop():
+            calls.append(1)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+
+        with real_stop():
+            yield stop
 
     export = _export(engine, ids[:40], Y[:40])
     argv = ["backfill", "--table", source, "--column", "new", "--vectors", export,
             "--id-column", "id", "--rows-per-batch", "16"]  # fmt: skip
-    monkeypatch.setattr(cls, "write_rows", interrupted_write)
+    monkeypatch.setattr(cli_upgrade, "_stop_between_batches", interrupted_stop)
     assert main(argv) == 130
-    monkeypatch.setattr(cls, "write_rows", real_write)
+    monkeypatch.setattr(cli_upgrade, "_stop_between_batches", real_stop)
     assert main(argv) == 0
     Z = store.read_rows("new", ids)[1]
     np.testing.assert_array_equal(Z[:40], Y[:40])
@@ -334,3 +343,64 @@ def test_interrupted_add_column_and_backfill_finish_when_run_again(
     st = report["columns"]["new"]
     assert (st["native"], st["mapped"], st["missing"]) == (40, len(ids) - 40, 0)
     assert [e["action"] for e in report["ledger"]].count("backfill") == 1
+
+
+def test_add_column_without_vector_column_reads_the_original_column(engine, data, capsys):
+    """``transform --add-column`` without ``--vector-column`` once the table holds an
+    added column (a rerun, a second added column, after a backfill): the column the
+    others were added beside is mapped, as the file route maps it."""
+    ids, X, Y = data
+    model = _fit(engine.tmp, ids, X, Y)
+    source = engine.create("items", ids, X)
+    ref = _reference(engine, model, source)
+    argv = ["transform", "--model", model, "--input", source, "--id-column", engine.id_column,
+            "--rows-per-batch", "20"]  # fmt: skip
+    assert main(argv + ["--add-column", "new"]) == 0
+    export = _export(engine, ids[:10], Y[:10])
+    assert main(["backfill", "--table", source, "--column", "new", "--vectors", export,
+                 "--id-column", "id"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(argv + ["--add-column", "new"]) == 0, capsys.readouterr().err  # a rerun
+    assert main(argv + ["--add-column", "other"]) == 0, capsys.readouterr().err
+    store = open_store(source)
+    np.testing.assert_array_equal(store.read_rows("other", ids)[1], ref)
+    Z = store.read_rows("new", ids)[1]
+    np.testing.assert_array_equal(Z[:10], Y[:10])
+    np.testing.assert_array_equal(Z[10:], ref[10:])
+    assert main(argv + ["--add-column", "other"]) == 0, capsys.readouterr().err
+
+
+def test_backfill_rounds_float64_to_float32_and_refuses_a_value_beyond_it(engine, data, capsys):
+    """A float64 export is written as its nearest float32 values; a value float32 cannot
+    hold (it would become infinite) is one line naming its row, id and column, and
+    nothing is written, even from the batches before it."""
+    ids, X, Y = data
+    model = _fit(engine.tmp, ids, X, Y)
+    source = engine.create("items", ids, X)
+    ref = _reference(engine, model, source)
+    assert _transform(engine, model, source, "--add-column", "new") == 0
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def float64_export(name, A):
+        vectors = pa.FixedSizeListArray.from_arrays(pa.array(A.reshape(-1)), A.shape[1])
+        pq.write_table(pa.table({"id": ids, "vector": vectors}), engine.tmp / name)
+        return str(engine.tmp / name)
+
+    Y64 = Y.astype(np.float64) + 1e-12  # not float32 values
+    bad = Y64.copy()
+    bad[45, 3] = 1e39  # in the third batch of 20
+    argv = ["backfill", "--table", source, "--column", "new", "--id-column", "id",
+            "--rows-per-batch", "20", "--vectors"]  # fmt: skip
+    capsys.readouterr()
+    assert main(argv + [float64_export("bad.parquet", bad)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "row 45 (id 45), column 'vector'" in err and "1e+39" in err and "'new'" in err, err
+    store = open_store(source)
+    np.testing.assert_array_equal(store.read_rows("new", ids)[1], ref)  # nothing written
+    assert store.column_status("new")["native"] == 0
+    assert main(argv + [float64_export("good.parquet", Y64)]) == 0
+    Z = open_store(source).read_rows("new", ids)[1]
+    assert Z.dtype == np.float32
+    assert Z.tobytes() == Y64.astype(np.float32).tobytes()

@@ -231,6 +231,20 @@ class Store(abc.ABC):
         """``{name: width}`` of the table's vector columns (Chroma: the collection's
         ``"embedding"`` and the sibling collections added to it, by column name)."""
 
+    def added_columns(self):
+        """``{name: like}``: the vector columns added beside another (by
+        :meth:`add_column`) and the column each was added beside.  Default: the
+        ``add_column`` entries in effect in the ledger; a room that records an added
+        column when it adds it (before the ledger entry, written once every row is in)
+        says so from that record."""
+        from . import ledger as _ledger
+
+        out = {}
+        for e in _ledger.in_effect(self.ledger()):
+            if e.get("action") == "add_column" and e.get("column") and e.get("like"):
+                out[e["column"]] = e["like"]
+        return out
+
     @abc.abstractmethod
     def add_column(self, name, width, like):
         """Create the vector column ``name`` of ``width`` float32 values beside ``like``
@@ -254,6 +268,17 @@ class Store(abc.ABC):
         provenance (one string, or one per row) beside it, in one transaction or table
         version.  Never inserts: returns the ids the table does not hold (an array,
         empty when all were known), which are not written."""
+
+    def bulk_writer(self, column, provenance, batch_size):
+        """Optional: an object writing many batches into ``column`` better than
+        :meth:`write_rows` one at a time (``backfill`` uses it), or None (the default:
+        batch by batch).  ``add(ids, Z)`` gathers a batch and returns the ids the table
+        does not hold (never written), ``commit(stop)`` writes what was gathered (each
+        write whole or absent after a crash, ``stop()`` between writes, rows already
+        holding the bits and ``provenance`` left alone) and returns ``(written,
+        same)``; ``close()`` drops what is left.  Memory stays bounded by
+        ``batch_size`` and what the room states."""
+        return None
 
     @abc.abstractmethod
     def iter_rows(self, columns, batch_size):

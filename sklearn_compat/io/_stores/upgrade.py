@@ -146,10 +146,14 @@ def _shown(values, limit=5):
 def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
     """Write the new model's own vectors (``vectors``, a TableReader of any table with
     ids) into the added ``column``, by id, bit for bit as float32, each row marked
-    native.  Rows already native with the same bits are left alone (the same backfill
-    twice changes nothing); ids the table does not hold are never inserted and are
-    named.  Memory is bounded by ``batch_size``.  Returns ``{"written", "same",
-    "unknown"}``."""
+    native.  Stores hold float32: a float64 export is rounded to the nearest float32
+    (exact for vectors a model computed in float32), and a value beyond float32's range
+    is refused in one line naming its row, id and column, before anything is written.
+    Rows already native with the same bits are left alone (the same backfill twice
+    changes nothing); ids the table does not hold are never inserted and are named.
+    Memory is bounded by ``batch_size`` (and what the room's
+    :meth:`~.base.Store.bulk_writer` states, where it has one).  Returns
+    ``{"written", "same", "unknown"}``."""
     where = store.display()
     columns = store.vector_columns()
     if column not in columns:
@@ -175,30 +179,27 @@ def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
                          path=source)  # fmt: skip
     written = same = 0
     unknown = []
-    for batch in vectors.iter_batches(batch_size):
-        check(batch.X.shape[1])
-        ids = np.asarray(batch.ids)
-        _refuse_duplicates(ids, vectors, batch)
-        Z = np.ascontiguousarray(batch.X, dtype=np.float32)
-        if getattr(store, "write_skips_identical", False):
-            # The room leaves rows already holding these bits and provenance untouched
-            # and says how many it wrote: no read back needed.
-            missing = np.asarray(store.write_rows(column, ids, Z, NATIVE))
-            unknown.extend(missing.tolist())
-            written += int(store.last_written)
-            same += len(ids) - len(missing) - int(store.last_written)
+    bulk = store.bulk_writer(column, NATIVE, batch_size)
+    if bulk is None:  # rows written batch by batch: a value float32 cannot hold, first
+        _refuse_beyond_float32(vectors, batch_size, column, source)
+    try:
+        for batch in vectors.iter_batches(batch_size):
+            check(batch.X.shape[1])
+            ids = np.asarray(batch.ids)
+            _refuse_duplicates(ids, vectors, batch)
+            Z = _float32(batch, vectors, column, source)
+            if bulk is not None:
+                unknown.extend(np.asarray(bulk.add(ids, Z)).tolist())
+                stop()
+                continue
+            done, alike = _write_batch(store, column, ids, Z, unknown)
+            written, same = written + done, same + alike
             stop()
-            continue
-        known, current, prov = store.read_rows(column, ids)
-        alike = known & _is(prov, NATIVE) & _same_bits(current, Z)
-        todo = known & ~alike
-        same += int(alike.sum())
-        if (~known).any():
-            unknown.extend(ids[~known].tolist())
-        if todo.any():
-            store.write_rows(column, ids[todo], Z[todo], NATIVE)
-            written += int(todo.sum())
-        stop()
+        if bulk is not None:
+            written, same = bulk.commit(stop)
+    finally:
+        if bulk is not None:
+            bulk.close()
     if written:
         store.append_ledger(
             _ledger.entry("backfill", column=column, input=source, rows=written,
@@ -214,6 +215,57 @@ def backfill(store, column, vectors, *, batch_size, stop=_never, log=print):
             f"written: {_shown(unknown)}"
         )
     return {"written": written, "same": same, "unknown": len(unknown)}
+
+
+def _write_batch(store, column, ids, Z, unknown):
+    """One batch of a backfill by :meth:`~.base.Store.write_rows`; returns ``(written,
+    same)`` and extends ``unknown``."""
+    if getattr(store, "write_skips_identical", False):
+        # The room leaves rows already holding these bits and provenance untouched
+        # and says how many it wrote: no read back needed.
+        missing = np.asarray(store.write_rows(column, ids, Z, NATIVE))
+        unknown.extend(missing.tolist())
+        done = int(store.last_written)
+        return done, len(ids) - len(missing) - done
+    known, current, prov = store.read_rows(column, ids)
+    alike = known & _is(prov, NATIVE) & _same_bits(current, Z)
+    todo = known & ~alike
+    if (~known).any():
+        unknown.extend(ids[~known].tolist())
+    if todo.any():
+        store.write_rows(column, ids[todo], Z[todo], NATIVE)
+    return int(todo.sum()), int(alike.sum())
+
+
+def _float32(batch, reader, column, source):
+    """The batch's vectors as float32 (what stores hold: float64 values are rounded to
+    the nearest float32), or one line naming the row, id and column of a value beyond
+    float32's range (it would become infinite)."""
+    X = np.asarray(batch.X)
+    with np.errstate(over="ignore"):
+        Z = np.ascontiguousarray(X, dtype=np.float32)
+    if X.dtype != np.float32:
+        beyond = np.isinf(Z) & np.isfinite(X)
+        if beyond.any():
+            i, j = (int(k) for k in np.argwhere(beyond)[0])
+            names = getattr(reader, "vector_columns", None) or []
+            named = reader.list_column or (names[j] if j < len(names) else None)
+            raise InputError(
+                f"{reader._locate(batch, i, named)}: value {X[i, j]:g} is beyond float32 "
+                f"(at most {float(np.finfo(np.float32).max):.4g} in magnitude; column "
+                f"{column!r} holds float32): nothing written",
+                path=source,
+            )
+    return Z
+
+
+def _refuse_beyond_float32(reader, batch_size, column, source):
+    """One pass over an export that is not float32, before anything is written: refuse a
+    value float32 cannot hold (:func:`_float32`)."""
+    for batch in reader.iter_batches(batch_size):
+        if np.asarray(batch.X).dtype == np.float32:
+            return
+        _float32(batch, reader, column, source)
 
 
 def _display(location):
@@ -237,10 +289,11 @@ def _refuse_duplicates(ids, reader, batch):
 
 # -------------------------------------------------------------------------- refit
 def _pairs(store, like, column, batch_size, others=0, seed=0):
-    """The native rows' ``(X old, Y new, ids)``, and the old vectors of a uniform sample
-    of at most ``others`` rows still mapped (the lowest of a random key per row)."""
+    """The native rows' ``(X old, Y new, ids)`` in id order, and the old vectors of a
+    uniform sample of at most ``others`` rows still mapped (the lowest of a key hashed
+    from each row's id and ``seed``).  Neither depends on the order the store yields its
+    rows in, which a backfill or a compaction may change."""
     X, Y, ids = [], [], []
-    rng = np.random.default_rng(seed)
     kept, keys = [], np.empty(0)
     for batch_ids, vectors, prov in store.iter_rows([like, column], batch_size):
         native = _is(prov[column], NATIVE)
@@ -249,7 +302,7 @@ def _pairs(store, like, column, batch_size, others=0, seed=0):
         ids.append(np.asarray(batch_ids)[native])
         if others:
             mapped = ~native
-            keys = np.concatenate([keys, rng.random(int(mapped.sum()))])
+            keys = np.concatenate([keys, _id_keys(np.asarray(batch_ids)[mapped], seed)])
             kept.append(np.asarray(vectors[like][mapped]))
             if len(keys) > others:
                 lowest = np.argpartition(keys, others)[:others]
@@ -257,7 +310,18 @@ def _pairs(store, like, column, batch_size, others=0, seed=0):
     still = np.concatenate(kept) if kept else None
     if not X:
         return np.empty((0, 0)), np.empty((0, 0)), np.empty(0), still
-    return np.concatenate(X), np.concatenate(Y), np.concatenate(ids), still
+    X, Y, ids = np.concatenate(X), np.concatenate(Y), np.concatenate(ids)
+    order = np.argsort(_id_keys(ids, seed), kind="stable")
+    return X[order], Y[order], ids[order], still
+
+
+def _id_keys(ids, seed):
+    """A key in [0, 1) per id, fixed by the id's value and ``seed`` alone."""
+    import pandas as pd
+
+    hashed = pd.util.hash_array(np.asarray([repr(i) for i in ids.tolist()], dtype=object),
+                                hash_key=f"sklearn_compat{seed:02d}"[:16].ljust(16, "0"))
+    return hashed.astype(np.float64) / 2.0**64
 
 
 def _refit_path(path):
