@@ -1,5 +1,6 @@
 """Orthogonal alignment of two embedding spaces from rows that are not paired."""
 
+import time
 import warnings
 from numbers import Integral, Real
 
@@ -47,11 +48,11 @@ _NULL_CLUSTERS = 64
 # Disjoint restarts: at least _MIN_RESTARTS, then more only while none stands out (a
 # robust z-score of the best restart's criterion against the others, see stand_out).
 _MIN_RESTARTS = 3
-# confidence_ of a disjoint fit from the stand-out z-score: 0 at 4, 1 at 12 ...
-_STAND_OUT_ZERO, _STAND_OUT_SPAN = 4.0, 8.0
-# ... or from the agreement of two restarts' maps: 0 at the chance level (at least 0.3),
-# 1 at 0.4 above it.
+# confidence_ of a disjoint fit from the agreement of the two best refined candidates:
+# 0 at the chance level (at least 0.3), 1 at 0.4 above it.
 _AGREEMENT_FLOOR, _AGREEMENT_SPAN = 0.3, 0.4
+# Neighbour-mean rounds that refine a disjoint candidate on the start sample.
+_CANDIDATE_ROUNDS = 20
 # Each disjoint restart: k-means partitions per side matched by quadratic assignment, and
 # FAQ restarts per match (see disjoint_start).
 _DISJOINT_RUNS, _DISJOINT_QAP_RESTARTS = 10, 100
@@ -130,17 +131,20 @@ class UnpairedProcrustesAligner(BaseAligner):
         ten k-means partitions of 32 clusters per side by quadratic assignment, pairs
         every row of X with the mean of the Y rows described most alike by their
         similarities to the matched centroids, and sharpens the map through rounds of
-        finer anchors carried by the map itself (64 up to 512 clusters); restarts are
-        ranked by the mean best CSLS of both sides under their map, and the winner is
-        refined by pulling each row towards the mean of its 10 nearest Y rows, then by
-        self-learning on both directions' CSLS best matches.  It costs minutes per
-        restart on a few thousand rows of a few hundred dimensions (one CPU core), and
-        on real text embeddings it has not yet been seen to succeed (see the User Guide).
+        finer anchors carried by the map itself (64 up to 512 clusters); restarts
+        alternate which side is the source and are ranked by the mean best CSLS of both
+        sides under their map; the two best are refined on the start sample (pulling
+        each row towards the mean of its 10 nearest Y rows), the better refined one is
+        refined on every row, then self-learned on both directions' CSLS best matches.
+        Experimental: each restart costs tens of seconds on a few thousand rows of a
+        few hundred dimensions (one CPU core), and on real text embeddings it does not
+        yet reach supervised quality (see the User Guide).
     n_init : int, default=8
         Random restarts of the cluster start (k-means seeds), each tried in both
         directions.  The sorted-profile start is deterministic given its sample.  With
-        ``init="disjoint"``: the most disjoint restarts; at least 3 run, more only while
-        no restart is trusted (see ``confidence_``).
+        ``init="disjoint"``: the most disjoint restarts (even ones from X onto Y, odd ones
+        from Y onto X, transposed); at least 3 run, more only while the two best, refined,
+        have not reached the same map (see ``confidence_``).
     n_clusters : int, default=8
         Clusters per side whose centroids the cluster start matches (at least 2, at most
         a quarter of the sampled rows).  Up to 8 the match is exact (every permutation is
@@ -213,17 +217,25 @@ class UnpairedProcrustesAligner(BaseAligner):
         self-learning) run against a Gaussian mixture with the means and covariances of
         Y's k-means clusters (about ``sqrt(n)`` of them, at most 64), seed pairs' rows
         kept: what structure alone gives.  NaN when a side has fewer than 100 rows.
-        With ``init="disjoint"`` it is computed from the restarts instead: the larger of
-        ``(stand_out_ - 4) / 8`` and ``(agreement_ - chance) / 0.4`` (chance: the larger
-        of 0.3 and ``3 / sqrt(d)``, three times the spread two random maps agree by),
-        clipped to [0, 1].
+        With ``init="disjoint"`` it is computed from the restarts instead:
+        ``(agreement_ - chance) / 0.4`` clipped to [0, 1] (chance: the larger of 0.3 and
+        ``3 / sqrt(d)``, three times the spread two random maps agree by), so it is above
+        0 only when two independent restarts, refined, reach the same map.
     stand_out_ : float
         ``init="disjoint"``: how far the best restart's criterion (mean best CSLS) stands
         above the others' median, in units of their robust spread (at least 0.001); 0
-        with three restarts or fewer.  NaN otherwise.
+        with three restarts or fewer.  Reported only: it does not enter ``confidence_``.
+        NaN otherwise.
     agreement_ : float
-        ``init="disjoint"``: the best restart's map's largest agreement with another
-        restart's, ``trace(W1^T W2) / min(d_x, d_y)`` (1: the same map).  NaN otherwise.
+        ``init="disjoint"``: the agreement ``trace(W1^T W2) / min(d_x, d_y)`` (1: the
+        same map) of the two restarts with the highest criterion after their refinement
+        on the start sample.  NaN otherwise.
+    refined_scores_ : dict
+        ``init="disjoint"`` only: the criterion (mean best CSLS) of each restart that was
+        refined on the start sample (at each stage, the two best starts by criterion);
+        the highest is ``init_``.
+    start_seconds_ : dict
+        ``init="disjoint"`` only: seconds each restart's start took.
     init_ : str
         The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
         or ``"seed_pairs"``, followed by ``" + stochastic"`` when stochastic dictionary
@@ -432,32 +444,51 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
 
     def _fit_disjoint(self, Xw, Yw, seeds, rng, generator):
-        """``init="disjoint"``: restarts of the disjoint start ranked by their criterion,
-        the winner refined.  Sets the search's fitted attributes; returns the map."""
+        """``init="disjoint"``: restarts of the disjoint start (alternating which side is
+        the source), the two best by criterion refined on the start sample until two of
+        them reach the same map, the better refined one refined on every row.  Sets the
+        search's fitted attributes; returns the map."""
         none = np.empty(0, dtype=np.int64)
         sx = _sample(len(Xw), self.start_rows, rng, none)
         sy = _sample(len(Yw), self.start_rows, rng, none)
         A, B = Xw[torch.as_tensor(sx, device=Xw.device)], Yw[torch.as_tensor(sy, device=Yw.device)]
-        scores, maps = {}, {}
+        scores, maps, refined, refined_scores = {}, {}, {}, {}
+        self.start_seconds_ = {}
         for restart in range(self.n_init):
-            restart_rng = np.random.RandomState(rng.randint(2**31 - 1))
-            W, scores[f"disjoint ({restart})"] = _starts.disjoint_start(
+            began = time.perf_counter()
+            label = f"disjoint ({restart})"
+            maps[label], scores[label] = _starts.oriented_disjoint_start(
                 A,
                 B,
-                rng=restart_rng,
+                reverse=restart % 2 == 1,
+                rng=np.random.RandomState(rng.randint(2**31 - 1)),
                 generator=generator,
                 n_runs=_DISJOINT_RUNS,
                 qap_restarts=_DISJOINT_QAP_RESTARTS,
             )
-            maps[f"disjoint ({restart})"] = W
-            confidence = _disjoint_confidence(scores, maps)
-            if len(scores) >= _MIN_RESTARTS and confidence[0] >= _CLEARLY_DISJOINT:
+            self.start_seconds_[label] = time.perf_counter() - began
+            if len(scores) < _MIN_RESTARTS:
+                continue
+            # the two best starts by criterion, each refined once on the start sample
+            for candidate in sorted(scores, key=scores.get, reverse=True)[:2]:
+                if candidate not in refined:
+                    refined[candidate] = _refine_candidate(A, B, maps[candidate])
+                    refined_scores[candidate] = _starts.mean_best_csls(A, B, refined[candidate])
+            confidence = _disjoint_confidence(scores, refined, refined_scores)
+            if confidence[0] >= _CLEARLY_DISJOINT:
                 break
-        best = max(scores, key=scores.get)
+        if not refined:  # fewer restarts than _MIN_RESTARTS: refine the best one
+            best = max(scores, key=scores.get)
+            refined[best] = _refine_candidate(A, B, maps[best])
+            refined_scores[best] = _starts.mean_best_csls(A, B, refined[best])
+        best = max(refined_scores, key=refined_scores.get)
         self.start_scores_, self.init_ = scores, best
-        self.confidence_, self.stand_out_, self.agreement_ = _disjoint_confidence(scores, maps)
+        self.refined_scores_ = refined_scores
+        self.confidence_, self.stand_out_, self.agreement_ = _disjoint_confidence(
+            scores, refined, refined_scores
+        )
         self.mutual_share_ = self.chance_share_ = float("nan")
-        W = _refine.neighbour_mean_refine(Xw, Yw, maps[best])
+        W = _refine.neighbour_mean_refine(Xw, Yw, refined[best])
         if seeds is not None:
             W, _, _ = _refine.self_learn(Xw, Yw, W, seeds=seeds, n_iter=2, csls_k=self.csls_k)
         W, self.n_iter_ = _refine.union_self_learn(Xw, Yw, W, n_iter=self.max_iter * 2)
@@ -681,24 +712,30 @@ class UnpairedProcrustesAligner(BaseAligner):
         return tags
 
 
-def _disjoint_confidence(scores, maps):
+def _refine_candidate(A, B, W):
+    """A disjoint start refined on the start sample, enough to tell whether it lies in the
+    right map's basin (two such starts then reach the same map)."""
+    return _refine.neighbour_mean_refine(A, B, W, n_rounds=_CANDIDATE_ROUNDS)
+
+
+def _disjoint_confidence(scores, refined, refined_scores):
     """``(confidence, stand_out, agreement)`` of the disjoint restarts so far.
 
-    Two kinds of evidence, either enough: the best restart's criterion stands out from
-    the others' (:func:`stand_out`; wrong maps sit close together, a right one above
-    them), or another restart found the same map (``agreement``, the best map's largest
-    :func:`agreement` with another's, counted only beyond ``3 / sqrt(d)``, three times
-    the spread two random maps agree by)."""
-    best = max(scores, key=scores.get)
-    # a median and a spread need a few losing restarts to mean anything
+    ``agreement`` is :func:`agreement` of the two refined candidates with the highest
+    refined criterion: independent restarts that the refiner carries to the same map
+    are the evidence (a wrong start's refinement ends wherever it began).
+    ``confidence = (agreement - chance) / 0.4`` clipped to [0, 1], chance being the
+    larger of 0.3 and ``3 / sqrt(d)`` (three times the spread by which two random maps
+    agree).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0 with three or
+    fewer) is reported, not counted: a start that stands out may still be refined to a
+    poor map."""
     stand = _confidence.stand_out(list(scores.values())) if len(scores) > 3 else 0.0
-    others = [_confidence.agreement(maps[best], W) for label, W in maps.items() if label != best]
-    agree = max(others, default=0.0)
-    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(maps[best].shape)))
-    confidence = max(
-        np.clip((stand - _STAND_OUT_ZERO) / _STAND_OUT_SPAN, 0.0, 1.0),
-        np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0),
-    )
+    top = sorted(refined_scores, key=refined_scores.get, reverse=True)[:2]
+    if len(top) < 2:
+        return 0.0, stand, 0.0
+    agree = _confidence.agreement(refined[top[0]], refined[top[1]])
+    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(refined[top[0]].shape)))
+    confidence = np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0)
     return float(confidence), stand, agree
 
 
