@@ -51,8 +51,9 @@ _MIN_RESTARTS = 3
 # confidence_ of a disjoint fit from the agreement of the two best refined candidates:
 # 0 at the chance level (at least 0.3), 1 at 0.4 above it.
 _AGREEMENT_FLOOR, _AGREEMENT_SPAN = 0.3, 0.4
-# Neighbour-mean rounds that refine a disjoint candidate on the start sample.
-_CANDIDATE_ROUNDS = 20
+# A disjoint candidate's refinement on the start sample: neighbour-mean rounds for each
+# neighbourhood size, widest first, then stochastic dictionary induction.
+_CANDIDATE_ROUNDS, _CANDIDATE_NEIGHBOURS = 10, (200, 100, 50, 25, 10)
 # Each disjoint restart: k-means partitions per side matched by quadratic assignment, and
 # FAQ restarts per match (see disjoint_start).
 _DISJOINT_RUNS, _DISJOINT_QAP_RESTARTS = 10, 100
@@ -133,12 +134,16 @@ class UnpairedProcrustesAligner(BaseAligner):
         similarities to the matched centroids, and sharpens the map through rounds of
         finer anchors carried by the map itself (64 up to 512 clusters); restarts
         alternate which side is the source and are ranked by the mean best CSLS of both
-        sides under their map; the two best are refined on the start sample (pulling
-        each row towards the mean of its 10 nearest Y rows), the better refined one is
-        refined on every row, then self-learned on both directions' CSLS best matches.
-        Experimental: each restart costs tens of seconds on a few thousand rows of a
-        few hundred dimensions (one CPU core), and on real text embeddings it does not
-        yet reach supervised quality (see the User Guide).
+        sides under their map.  The two best starts are refined on the start sample
+        (pulling each row towards the mean of its nearest Y rows, over 200 down to 10 of
+        them, then vecmap's stochastic dictionary induction); more restarts run, and
+        their best refined, only until two refined candidates reach the same map (see
+        ``confidence_``); the kept map is self-learned on every row from both
+        directions' CSLS best matches.  Experimental: each restart costs about ten
+        seconds and each refined candidate under a minute on a few thousand rows of a
+        few hundred dimensions (one CPU core); a start must be roughly right (about a
+        quarter of supervised top-1) to be refined to the right map (see the User
+        Guide).
     n_init : int, default=8
         Random restarts of the cluster start (k-means seeds), each tried in both
         directions.  The sorted-profile start is deterministic given its sample.  With
@@ -220,20 +225,22 @@ class UnpairedProcrustesAligner(BaseAligner):
         With ``init="disjoint"`` it is computed from the restarts instead:
         ``(agreement_ - chance) / 0.4`` clipped to [0, 1] (chance: the larger of 0.3 and
         ``3 / sqrt(d)``, three times the spread two random maps agree by), so it is above
-        0 only when two independent restarts, refined, reach the same map.
+        0 only when two independent restarts, refined, reach the same map.  A single
+        restart refined to the right map is not enough: such a fit warns.
     stand_out_ : float
         ``init="disjoint"``: how far the best restart's criterion (mean best CSLS) stands
         above the others' median, in units of their robust spread (at least 0.001); 0
         with three restarts or fewer.  Reported only: it does not enter ``confidence_``.
         NaN otherwise.
     agreement_ : float
-        ``init="disjoint"``: the agreement ``trace(W1^T W2) / min(d_x, d_y)`` (1: the
-        same map) of the two restarts with the highest criterion after their refinement
-        on the start sample.  NaN otherwise.
+        ``init="disjoint"``: the largest agreement ``trace(W1^T W2) / min(d_x, d_y)``
+        (1: the same map, about 0 for unrelated ones) between two refined candidates.
+        NaN otherwise.
     refined_scores_ : dict
         ``init="disjoint"`` only: the criterion (mean best CSLS) of each restart that was
-        refined on the start sample (at each stage, the two best starts by criterion);
-        the highest is ``init_``.
+        refined on the start sample (at each stage, the two best starts by criterion).
+        ``init_`` is the better of the two that agree when two do, otherwise the
+        highest.
     start_seconds_ : dict
         ``init="disjoint"`` only: seconds each restart's start took.
     init_ : str
@@ -467,28 +474,22 @@ class UnpairedProcrustesAligner(BaseAligner):
                 qap_restarts=_DISJOINT_QAP_RESTARTS,
             )
             self.start_seconds_[label] = time.perf_counter() - began
-            if len(scores) < _MIN_RESTARTS:
+            if len(scores) < _MIN_RESTARTS and restart < self.n_init - 1:
                 continue
             # the two best starts by criterion, each refined once on the start sample
             for candidate in sorted(scores, key=scores.get, reverse=True)[:2]:
                 if candidate not in refined:
-                    refined[candidate] = _refine_candidate(A, B, maps[candidate])
+                    refined[candidate] = _refine_candidate(A, B, maps[candidate], generator)
                     refined_scores[candidate] = _starts.mean_best_csls(A, B, refined[candidate])
-            confidence = _disjoint_confidence(scores, refined, refined_scores)
-            if confidence[0] >= _CLEARLY_DISJOINT:
+            if _disjoint_confidence(scores, refined, refined_scores)[0] >= _CLEARLY_DISJOINT:
                 break
-        if not refined:  # fewer restarts than _MIN_RESTARTS: refine the best one
-            best = max(scores, key=scores.get)
-            refined[best] = _refine_candidate(A, B, maps[best])
-            refined_scores[best] = _starts.mean_best_csls(A, B, refined[best])
-        best = max(refined_scores, key=refined_scores.get)
-        self.start_scores_, self.init_ = scores, best
-        self.refined_scores_ = refined_scores
-        self.confidence_, self.stand_out_, self.agreement_ = _disjoint_confidence(
+        self.start_scores_, self.refined_scores_ = scores, refined_scores
+        confidence, self.stand_out_, self.agreement_, best = _disjoint_confidence(
             scores, refined, refined_scores
         )
+        self.confidence_, self.init_ = confidence, best
         self.mutual_share_ = self.chance_share_ = float("nan")
-        W = _refine.neighbour_mean_refine(Xw, Yw, refined[best])
+        W = refined[best]
         if seeds is not None:
             W, _, _ = _refine.self_learn(Xw, Yw, W, seeds=seeds, n_iter=2, csls_k=self.csls_k)
         W, self.n_iter_ = _refine.union_self_learn(Xw, Yw, W, n_iter=self.max_iter * 2)
@@ -712,31 +713,48 @@ class UnpairedProcrustesAligner(BaseAligner):
         return tags
 
 
-def _refine_candidate(A, B, W):
-    """A disjoint start refined on the start sample, enough to tell whether it lies in the
-    right map's basin (two such starts then reach the same map)."""
-    return _refine.neighbour_mean_refine(A, B, W, n_rounds=_CANDIDATE_ROUNDS)
+def _refine_candidate(A, B, W, generator):
+    """A disjoint start refined on the start sample: neighbour means over fewer and fewer
+    neighbours (a wide pull first, which a rough map survives), then vecmap's stochastic
+    dictionary induction (which leaves the basin a rough map sits in)."""
+    for n_neighbors in _CANDIDATE_NEIGHBOURS:
+        W = _refine.neighbour_mean_refine(
+            A, B, W, n_rounds=_CANDIDATE_ROUNDS, n_neighbors=n_neighbors
+        )
+    W, _ = _refine.stochastic_self_learn(A, B, W, generator=generator)
+    return W
 
 
 def _disjoint_confidence(scores, refined, refined_scores):
-    """``(confidence, stand_out, agreement)`` of the disjoint restarts so far.
+    """``(confidence, stand_out, agreement, kept)`` of the disjoint restarts so far.
 
-    ``agreement`` is :func:`agreement` of the two refined candidates with the highest
-    refined criterion: independent restarts that the refiner carries to the same map
-    are the evidence (a wrong start's refinement ends wherever it began).
-    ``confidence = (agreement - chance) / 0.4`` clipped to [0, 1], chance being the
-    larger of 0.3 and ``3 / sqrt(d)`` (three times the spread by which two random maps
-    agree).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0 with three or
-    fewer) is reported, not counted: a start that stands out may still be refined to a
-    poor map."""
+    ``agreement`` is the largest :func:`agreement` between two refined candidates:
+    independent restarts that the refiner carries to the same map are the evidence (a
+    wrong start's refinement ends wherever it began).  ``confidence = (agreement -
+    chance) / 0.4`` clipped to [0, 1], chance being the larger of 0.3 and ``3 / sqrt(d)``
+    (three times the spread by which two random maps agree).  ``kept`` is the candidate
+    with the higher refined criterion of that pair when it agrees beyond chance,
+    otherwise the highest refined criterion of all (the best start by criterion when
+    none is refined).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0 with
+    three or fewer) is reported, not counted: a start that stands out may still be
+    refined to a poor map."""
     stand = _confidence.stand_out(list(scores.values())) if len(scores) > 3 else 0.0
-    top = sorted(refined_scores, key=refined_scores.get, reverse=True)[:2]
-    if len(top) < 2:
-        return 0.0, stand, 0.0
-    agree = _confidence.agreement(refined[top[0]], refined[top[1]])
-    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(refined[top[0]].shape)))
-    confidence = np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0)
-    return float(confidence), stand, agree
+    if not refined_scores:
+        return 0.0, stand, 0.0, max(scores, key=scores.get)
+    kept = max(refined_scores, key=refined_scores.get)
+    labels = sorted(refined_scores)
+    pairs = [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :]]
+    if not pairs:
+        return 0.0, stand, 0.0, kept
+    agree, (a, b) = max(
+        ((_confidence.agreement(refined[a], refined[b]), (a, b)) for a, b in pairs),
+        key=lambda item: item[0],
+    )
+    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(refined[a].shape)))
+    confidence = float(np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0))
+    if confidence > 0:
+        kept = max((a, b), key=refined_scores.get)
+    return confidence, stand, agree, kept
 
 
 def _warn_unreliable(reason):

@@ -353,23 +353,22 @@ def test_disjoint_confidence_needs_two_refined_restarts_that_agree():
     rng = np.random.default_rng(0)
     maps = {i: torch.as_tensor(ortho_group.rvs(64, random_state=i)) for i in range(4)}
     alike = {0: 0.0731, 1: 0.0724, 2: 0.0729, 3: 0.0726}
-    # unrelated refined maps: nothing to trust
-    confidence, stand, agree = _disjoint_confidence(alike, maps, dict(alike))
-    assert confidence == 0 and stand < 1 and abs(agree) < 0.3
+    # unrelated refined maps: nothing to trust; the highest refined criterion is kept
+    confidence, stand, agree, kept = _disjoint_confidence(alike, maps, dict(alike))
+    assert confidence == 0 and stand < 1 and abs(agree) < 0.3 and kept == 0
     # a start whose criterion stands far above the others' is reported, not trusted:
     # such a start was refined to 0.46 of supervised on real glosses
-    confidence, stand, _ = _disjoint_confidence({**alike, 2: 0.0840}, maps, dict(alike))
+    confidence, stand, _, _ = _disjoint_confidence({**alike, 2: 0.0840}, maps, dict(alike))
     assert stand > 8 and confidence == 0
-    # the two best refined maps are the same map: trusted, whatever the starts' criteria
+    # two refined maps are the same map: trusted, whatever the criteria, and the better
+    # of the two is kept even when a third, unrelated one scores higher
     same = dict(maps)
     same[1] = maps[0] + 0.01 * torch.as_tensor(rng.normal(size=(64, 64)))
-    confidence, _, agree = _disjoint_confidence(alike, same, {0: 0.2, 1: 0.19, 2: 0.1})
-    assert agree > 0.9 and confidence > 0.5
-    # ... but only the two best refined ones count
-    confidence, _, agree = _disjoint_confidence(alike, same, {0: 0.2, 1: 0.1, 2: 0.19})
-    assert confidence == 0
-    # one refined candidate: no evidence yet
-    assert _disjoint_confidence(alike, maps, {0: 0.2})[0] == 0
+    confidence, _, agree, kept = _disjoint_confidence(alike, same, {0: 0.1, 1: 0.19, 2: 0.2})
+    assert agree > 0.9 and confidence > 0.5 and kept == 1
+    # one refined candidate, or none: no evidence yet
+    assert _disjoint_confidence(alike, maps, {0: 0.2})[::3] == (0, 0)
+    assert _disjoint_confidence(alike, maps, {})[::3] == (0, 0)
 
 
 def test_disjoint_restarts_alternate_their_source_side():
