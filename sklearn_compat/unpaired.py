@@ -45,15 +45,18 @@ _STOCHASTIC_CANDIDATES = 3
 # Most clusters of the null's surrogate target (about sqrt(n) below): enough to keep the
 # coarse structure any two sets of embeddings share, too few to keep items.
 _NULL_CLUSTERS = 64
-# Disjoint restarts: at least _MIN_RESTARTS, then more only while none stands out (a
-# robust z-score of the best restart's criterion against the others, see stand_out).
-_MIN_RESTARTS = 3
+# Disjoint restarts: _MIN_RESTARTS before the two best are refined, then more only while
+# no two refined candidates agree.
+_MIN_RESTARTS = 4
 # confidence_ of a disjoint fit from the agreement of the two best refined candidates:
 # 0 at the chance level (at least 0.3), 1 at 0.4 above it.
 _AGREEMENT_FLOOR, _AGREEMENT_SPAN = 0.3, 0.4
-# A disjoint candidate's refinement on the start sample: neighbour-mean rounds for each
-# neighbourhood size, widest first, then stochastic dictionary induction.
-_CANDIDATE_ROUNDS, _CANDIDATE_NEIGHBOURS = 10, (200, 100, 50, 25, 10)
+# A disjoint candidate's refinement on the start sample: stochastic dictionary induction's
+# patience (rounds without gain before more similarities are kept) and most rounds.
+_CANDIDATE_PATIENCE, _CANDIDATE_ROUNDS = 30, 400
+# Disjoint restarts before the first candidates are refined, and between later ones (a
+# refinement costs as much as several restarts).
+_REFINE_EVERY = 4
 # Each disjoint restart: k-means partitions per side matched by quadratic assignment, and
 # FAQ restarts per match (see disjoint_start).
 _DISJOINT_RUNS, _DISJOINT_QAP_RESTARTS = 10, 100
@@ -242,7 +245,8 @@ class UnpairedProcrustesAligner(BaseAligner):
         ``init_`` is the better of the two that agree when two do, otherwise the
         highest.
     start_seconds_ : dict
-        ``init="disjoint"`` only: seconds each restart's start took.
+        ``init="disjoint"`` only: seconds each restart took (its start, and its
+        refinement on the start sample when it was refined).
     init_ : str
         The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
         or ``"seed_pairs"``, followed by ``" + stochastic"`` when stochastic dictionary
@@ -437,9 +441,9 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
         elif self.confidence_ < self.min_confidence and self.init == "disjoint":
             _warn_unreliable(
-                f"confidence_={self.confidence_:.3f} (neither does the best of "
-                f"{len(self.start_scores_)} disjoint restarts stand out from the others nor "
-                f"does another restart find the same map) is below "
+                f"confidence_={self.confidence_:.3f} (no two of the "
+                f"{len(self.refined_scores_)} refined candidates among "
+                f"{len(self.start_scores_)} disjoint restarts reach the same map) is below "
                 f"min_confidence={self.min_confidence}"
             )
         elif self.confidence_ < self.min_confidence:
@@ -474,13 +478,19 @@ class UnpairedProcrustesAligner(BaseAligner):
                 qap_restarts=_DISJOINT_QAP_RESTARTS,
             )
             self.start_seconds_[label] = time.perf_counter() - began
-            if len(scores) < _MIN_RESTARTS and restart < self.n_init - 1:
+            last = restart == self.n_init - 1
+            due = (
+                len(scores) >= _MIN_RESTARTS and (len(scores) - _MIN_RESTARTS) % _REFINE_EVERY == 0
+            )
+            if not (due or last):
                 continue
-            # the two best starts by criterion, each refined once on the start sample
-            for candidate in sorted(scores, key=scores.get, reverse=True)[:2]:
-                if candidate not in refined:
-                    refined[candidate] = _refine_candidate(A, B, maps[candidate], generator)
-                    refined_scores[candidate] = _starts.mean_best_csls(A, B, refined[candidate])
+            # the best starts by criterion not yet refined: two at first, then one
+            waiting = [c for c in sorted(scores, key=scores.get, reverse=True) if c not in refined]
+            for candidate in waiting[: 2 if len(refined) < 2 else 1]:
+                began = time.perf_counter()
+                refined[candidate] = _refine_candidate(A, B, maps[candidate], generator)
+                refined_scores[candidate] = _starts.mean_best_csls(A, B, refined[candidate])
+                self.start_seconds_[candidate] += time.perf_counter() - began
             if _disjoint_confidence(scores, refined, refined_scores)[0] >= _CLEARLY_DISJOINT:
                 break
         self.start_scores_, self.refined_scores_ = scores, refined_scores
@@ -714,15 +724,14 @@ class UnpairedProcrustesAligner(BaseAligner):
 
 
 def _refine_candidate(A, B, W, generator):
-    """A disjoint start refined on the start sample: neighbour means over fewer and fewer
-    neighbours (a wide pull first, which a rough map survives), then vecmap's stochastic
-    dictionary induction (which leaves the basin a rough map sits in)."""
-    for n_neighbors in _CANDIDATE_NEIGHBOURS:
-        W = _refine.neighbour_mean_refine(
-            A, B, W, n_rounds=_CANDIDATE_ROUNDS, n_neighbors=n_neighbors
-        )
-    W, _ = _refine.stochastic_self_learn(A, B, W, generator=generator)
-    return W
+    """A disjoint start refined on the start sample: vecmap's stochastic dictionary
+    induction with a long patience (a disjoint start is right along a few leading
+    directions and random in the rest, a fixed point of every deterministic refiner,
+    which the dropped similarities let it leave), then neighbour means."""
+    W, _ = _refine.stochastic_self_learn(
+        A, B, W, generator=generator, patience=_CANDIDATE_PATIENCE, max_rounds=_CANDIDATE_ROUNDS
+    )
+    return _refine.neighbour_mean_refine(A, B, W, n_rounds=30)
 
 
 def _disjoint_confidence(scores, refined, refined_scores):

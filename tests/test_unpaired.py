@@ -407,6 +407,24 @@ def test_disjoint_fit_warns_on_random_clouds(monkeypatch):
     assert aligner.confidence_ < aligner.min_confidence
 
 
+def test_disjoint_fit_warns_on_unrelated_clustered_data(monkeypatch):
+    # Clusters laid onto clusters are not a map: the refined candidates of unrelated
+    # blobs do not agree, so the fit warns.
+    from sklearn.datasets import make_blobs
+
+    import sklearn_compat.unpaired as module
+
+    monkeypatch.setattr(module, "_DISJOINT_RUNS", 3)
+    monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 10)
+    X, _ = make_blobs(200, 16, centers=5, random_state=0)
+    Y, _ = make_blobs(210, 16, centers=5, random_state=1)
+    with pytest.warns(UnreliableAlignmentWarning, match="disjoint restarts"):
+        aligner = UnpairedProcrustesAligner(init="disjoint", n_init=4, random_state=0).fit(X, Y)
+    # below chance: 3 / sqrt(16), three times the spread two random maps agree by
+    assert aligner.confidence_ == 0 and aligner.agreement_ < 0.75
+    assert len(aligner.refined_scores_) >= 2
+
+
 @pytest.mark.parametrize("k", [6, 10])
 def test_centroid_match_finds_a_planted_permutation(k):
     # Exact search up to eight centroids, FAQ beyond: both must find a permutation whose
