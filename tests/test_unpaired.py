@@ -297,6 +297,9 @@ def test_disjoint_fit_recovers_a_rotation_between_different_items(monkeypatch):
     import sklearn_compat.unpaired as module
 
     monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 30)  # fewer: a fast test
+    monkeypatch.setattr(module, "_DISJOINT_RUNS", 4)
+    monkeypatch.setattr(module, "_CANDIDATE_PATIENCE", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 40)
     d = 16
     Q = ortho_group.rvs(d, random_state=1)
     X, Y = mixture(500, d, 1), mixture(500, d, 2) @ Q
@@ -399,6 +402,8 @@ def test_disjoint_fit_warns_on_random_clouds(monkeypatch):
 
     monkeypatch.setattr(module, "_DISJOINT_RUNS", 2)
     monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_PATIENCE", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 40)
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(200, 16)), rng.normal(size=(210, 16))
     with pytest.warns(UnreliableAlignmentWarning, match="disjoint restarts"):
@@ -416,6 +421,8 @@ def test_disjoint_fit_warns_on_unrelated_clustered_data(monkeypatch):
 
     monkeypatch.setattr(module, "_DISJOINT_RUNS", 3)
     monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 10)
+    monkeypatch.setattr(module, "_CANDIDATE_PATIENCE", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 40)
     X, _ = make_blobs(200, 16, centers=5, random_state=0)
     Y, _ = make_blobs(210, 16, centers=5, random_state=1)
     with pytest.warns(UnreliableAlignmentWarning, match="disjoint restarts"):
