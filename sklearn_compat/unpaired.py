@@ -153,8 +153,8 @@ class UnpairedProcrustesAligner(BaseAligner):
         ``init="disjoint"``: the most disjoint restarts (even ones from X onto Y, odd ones
         from Y onto X, transposed); four run (all of them when ``n_init`` is smaller)
         before the two best are refined, more only while no two refined candidates have
-        reached the same map (see ``confidence_``).  A few in six to sixteen restarts
-        started well on real glosses: raise it (16 to 24) for such data.
+        reached the same map (see ``confidence_``).  On real text embeddings few
+        restarts start well (see the User Guide): raise it for such data.
     n_clusters : int, default=8
         Clusters per side whose centroids the cluster start matches (at least 2, at most
         a quarter of the sampled rows).  Up to 8 the match is exact (every permutation is
