@@ -1,5 +1,6 @@
 """Orthogonal alignment of two embedding spaces from rows that are not paired."""
 
+import time
 import warnings
 from numbers import Integral, Real
 
@@ -44,14 +45,18 @@ _STOCHASTIC_CANDIDATES = 3
 # Most clusters of the null's surrogate target (about sqrt(n) below): enough to keep the
 # coarse structure any two sets of embeddings share, too few to keep items.
 _NULL_CLUSTERS = 64
-# Disjoint restarts: at least _MIN_RESTARTS, then more only while none stands out (a
-# robust z-score of the best restart's criterion against the others, see stand_out).
-_MIN_RESTARTS = 3
-# confidence_ of a disjoint fit from the stand-out z-score: 0 at 4, 1 at 12 ...
-_STAND_OUT_ZERO, _STAND_OUT_SPAN = 4.0, 8.0
-# ... or from the agreement of two restarts' maps: 0 at the chance level (at least 0.3),
-# 1 at 0.4 above it.
+# Disjoint restarts: _MIN_RESTARTS before the two best are refined, then more only while
+# no two refined candidates agree.
+_MIN_RESTARTS = 4
+# confidence_ of a disjoint fit from the agreement of the two best refined candidates:
+# 0 at the chance level (at least 0.3), 1 at 0.4 above it.
 _AGREEMENT_FLOOR, _AGREEMENT_SPAN = 0.3, 0.4
+# A disjoint candidate's refinement on the start sample: stochastic dictionary induction's
+# patience (rounds without gain before more similarities are kept) and most rounds.
+_CANDIDATE_PATIENCE, _CANDIDATE_ROUNDS = 30, 400
+# Disjoint restarts before the first candidates are refined, and between later ones (a
+# refinement costs as much as several restarts).
+_REFINE_EVERY = 4
 # Each disjoint restart: k-means partitions per side matched by quadratic assignment, and
 # FAQ restarts per match (see disjoint_start).
 _DISJOINT_RUNS, _DISJOINT_QAP_RESTARTS = 10, 100
@@ -130,17 +135,26 @@ class UnpairedProcrustesAligner(BaseAligner):
         ten k-means partitions of 32 clusters per side by quadratic assignment, pairs
         every row of X with the mean of the Y rows described most alike by their
         similarities to the matched centroids, and sharpens the map through rounds of
-        finer anchors carried by the map itself (64 up to 512 clusters); restarts are
-        ranked by the mean best CSLS of both sides under their map, and the winner is
-        refined by pulling each row towards the mean of its 10 nearest Y rows, then by
-        self-learning on both directions' CSLS best matches.  It costs minutes per
-        restart on a few thousand rows of a few hundred dimensions (one CPU core), and
-        on real text embeddings it has not yet been seen to succeed (see the User Guide).
+        finer anchors carried by the map itself (64 up to 512 clusters); restarts
+        alternate which side is the source and are ranked by the mean best CSLS of both
+        sides under their map.  The two best starts are refined on the start sample
+        (pulling each row towards the mean of its nearest Y rows, over 200 down to 10 of
+        them, then vecmap's stochastic dictionary induction); more restarts run, and
+        their best refined, only until two refined candidates reach the same map (see
+        ``confidence_``); the kept map is self-learned on every row from both
+        directions' CSLS best matches.  Experimental: each restart costs about ten
+        seconds and each refined candidate under a minute on a few thousand rows of a
+        few hundred dimensions (one CPU core); a start must be roughly right (about a
+        quarter of supervised top-1) to be refined to the right map (see the User
+        Guide).
     n_init : int, default=8
         Random restarts of the cluster start (k-means seeds), each tried in both
         directions.  The sorted-profile start is deterministic given its sample.  With
-        ``init="disjoint"``: the most disjoint restarts; at least 3 run, more only while
-        no restart is trusted (see ``confidence_``).
+        ``init="disjoint"``: the most disjoint restarts (even ones from X onto Y, odd ones
+        from Y onto X, transposed); four run (all of them when ``n_init`` is smaller)
+        before the two best are refined, more only while no two refined candidates have
+        reached the same map (see ``confidence_``).  On real text embeddings few
+        restarts start well (see the User Guide): raise it for such data.
     n_clusters : int, default=8
         Clusters per side whose centroids the cluster start matches (at least 2, at most
         a quarter of the sampled rows).  Up to 8 the match is exact (every permutation is
@@ -213,17 +227,28 @@ class UnpairedProcrustesAligner(BaseAligner):
         self-learning) run against a Gaussian mixture with the means and covariances of
         Y's k-means clusters (about ``sqrt(n)`` of them, at most 64), seed pairs' rows
         kept: what structure alone gives.  NaN when a side has fewer than 100 rows.
-        With ``init="disjoint"`` it is computed from the restarts instead: the larger of
-        ``(stand_out_ - 4) / 8`` and ``(agreement_ - chance) / 0.4`` (chance: the larger
-        of 0.3 and ``3 / sqrt(d)``, three times the spread two random maps agree by),
-        clipped to [0, 1].
+        With ``init="disjoint"`` it is computed from the restarts instead:
+        ``(agreement_ - chance) / 0.4`` clipped to [0, 1] (chance: the larger of 0.3 and
+        ``3 / sqrt(d)``, three times the spread two random maps agree by), so it is above
+        0 only when two independent restarts, refined, reach the same map.  A single
+        restart refined to the right map is not enough: such a fit warns.
     stand_out_ : float
         ``init="disjoint"``: how far the best restart's criterion (mean best CSLS) stands
         above the others' median, in units of their robust spread (at least 0.001); 0
-        with three restarts or fewer.  NaN otherwise.
+        with three restarts or fewer.  Reported only: it does not enter ``confidence_``.
+        NaN otherwise.
     agreement_ : float
-        ``init="disjoint"``: the best restart's map's largest agreement with another
-        restart's, ``trace(W1^T W2) / min(d_x, d_y)`` (1: the same map).  NaN otherwise.
+        ``init="disjoint"``: the largest agreement ``trace(W1^T W2) / min(d_x, d_y)``
+        (1: the same map, about 0 for unrelated ones) between two refined candidates.
+        NaN otherwise.
+    refined_scores_ : dict
+        ``init="disjoint"`` only: the criterion (mean best CSLS) of each restart that was
+        refined on the start sample (at each stage, the two best starts by criterion).
+        ``init_`` is the better of the two that agree when two do, otherwise the
+        highest.
+    start_seconds_ : dict
+        ``init="disjoint"`` only: seconds each restart took (its start, and its
+        refinement on the start sample when it was refined).
     init_ : str
         The start that was kept: ``"sorted_profile"``, ``"cluster_match (Y->X, 2)"``
         or ``"seed_pairs"``, followed by ``" + stochastic"`` when stochastic dictionary
@@ -418,9 +443,9 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
         elif self.confidence_ < self.min_confidence and self.init == "disjoint":
             _warn_unreliable(
-                f"confidence_={self.confidence_:.3f} (neither does the best of "
-                f"{len(self.start_scores_)} disjoint restarts stand out from the others nor "
-                f"does another restart find the same map) is below "
+                f"confidence_={self.confidence_:.3f} (no two of the "
+                f"{len(self.refined_scores_)} refined candidates among "
+                f"{len(self.start_scores_)} disjoint restarts reach the same map) is below "
                 f"min_confidence={self.min_confidence}"
             )
         elif self.confidence_ < self.min_confidence:
@@ -432,32 +457,51 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
 
     def _fit_disjoint(self, Xw, Yw, seeds, rng, generator):
-        """``init="disjoint"``: restarts of the disjoint start ranked by their criterion,
-        the winner refined.  Sets the search's fitted attributes; returns the map."""
+        """``init="disjoint"``: restarts of the disjoint start (alternating which side is
+        the source), the two best by criterion refined on the start sample until two of
+        them reach the same map, the better refined one refined on every row.  Sets the
+        search's fitted attributes; returns the map."""
         none = np.empty(0, dtype=np.int64)
         sx = _sample(len(Xw), self.start_rows, rng, none)
         sy = _sample(len(Yw), self.start_rows, rng, none)
         A, B = Xw[torch.as_tensor(sx, device=Xw.device)], Yw[torch.as_tensor(sy, device=Yw.device)]
-        scores, maps = {}, {}
+        scores, maps, refined, refined_scores = {}, {}, {}, {}
+        self.start_seconds_ = {}
         for restart in range(self.n_init):
-            restart_rng = np.random.RandomState(rng.randint(2**31 - 1))
-            W, scores[f"disjoint ({restart})"] = _starts.disjoint_start(
+            began = time.perf_counter()
+            label = f"disjoint ({restart})"
+            maps[label], scores[label] = _starts.oriented_disjoint_start(
                 A,
                 B,
-                rng=restart_rng,
+                reverse=restart % 2 == 1,
+                rng=np.random.RandomState(rng.randint(2**31 - 1)),
                 generator=generator,
                 n_runs=_DISJOINT_RUNS,
                 qap_restarts=_DISJOINT_QAP_RESTARTS,
             )
-            maps[f"disjoint ({restart})"] = W
-            confidence = _disjoint_confidence(scores, maps)
-            if len(scores) >= _MIN_RESTARTS and confidence[0] >= _CLEARLY_DISJOINT:
+            self.start_seconds_[label] = time.perf_counter() - began
+            last = restart == self.n_init - 1
+            due = (
+                len(scores) >= _MIN_RESTARTS and (len(scores) - _MIN_RESTARTS) % _REFINE_EVERY == 0
+            )
+            if not (due or last):
+                continue
+            # the best starts by criterion not yet refined: two at first, then one
+            waiting = [c for c in sorted(scores, key=scores.get, reverse=True) if c not in refined]
+            for candidate in waiting[: 2 if len(refined) < 2 else 1]:
+                began = time.perf_counter()
+                refined[candidate] = _refine_candidate(A, B, maps[candidate], generator)
+                refined_scores[candidate] = _starts.mean_best_csls(A, B, refined[candidate])
+                self.start_seconds_[candidate] += time.perf_counter() - began
+            if _disjoint_confidence(scores, refined, refined_scores)[0] >= _CLEARLY_DISJOINT:
                 break
-        best = max(scores, key=scores.get)
-        self.start_scores_, self.init_ = scores, best
-        self.confidence_, self.stand_out_, self.agreement_ = _disjoint_confidence(scores, maps)
+        self.start_scores_, self.refined_scores_ = scores, refined_scores
+        confidence, self.stand_out_, self.agreement_, best = _disjoint_confidence(
+            scores, refined, refined_scores
+        )
+        self.confidence_, self.init_ = confidence, best
         self.mutual_share_ = self.chance_share_ = float("nan")
-        W = _refine.neighbour_mean_refine(Xw, Yw, maps[best])
+        W = refined[best]
         if seeds is not None:
             W, _, _ = _refine.self_learn(Xw, Yw, W, seeds=seeds, n_iter=2, csls_k=self.csls_k)
         W, self.n_iter_ = _refine.union_self_learn(Xw, Yw, W, n_iter=self.max_iter * 2)
@@ -681,25 +725,47 @@ class UnpairedProcrustesAligner(BaseAligner):
         return tags
 
 
-def _disjoint_confidence(scores, maps):
-    """``(confidence, stand_out, agreement)`` of the disjoint restarts so far.
-
-    Two kinds of evidence, either enough: the best restart's criterion stands out from
-    the others' (:func:`stand_out`; wrong maps sit close together, a right one above
-    them), or another restart found the same map (``agreement``, the best map's largest
-    :func:`agreement` with another's, counted only beyond ``3 / sqrt(d)``, three times
-    the spread two random maps agree by)."""
-    best = max(scores, key=scores.get)
-    # a median and a spread need a few losing restarts to mean anything
-    stand = _confidence.stand_out(list(scores.values())) if len(scores) > 3 else 0.0
-    others = [_confidence.agreement(maps[best], W) for label, W in maps.items() if label != best]
-    agree = max(others, default=0.0)
-    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(maps[best].shape)))
-    confidence = max(
-        np.clip((stand - _STAND_OUT_ZERO) / _STAND_OUT_SPAN, 0.0, 1.0),
-        np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0),
+def _refine_candidate(A, B, W, generator):
+    """A disjoint start refined on the start sample: vecmap's stochastic dictionary
+    induction with a long patience (a disjoint start is right along a few leading
+    directions and random in the rest, a fixed point of every deterministic refiner,
+    which the dropped similarities let it leave), then neighbour means."""
+    W, _ = _refine.stochastic_self_learn(
+        A, B, W, generator=generator, patience=_CANDIDATE_PATIENCE, max_rounds=_CANDIDATE_ROUNDS
     )
-    return float(confidence), stand, agree
+    return _refine.neighbour_mean_refine(A, B, W, n_rounds=30)
+
+
+def _disjoint_confidence(scores, refined, refined_scores):
+    """``(confidence, stand_out, agreement, kept)`` of the disjoint restarts so far.
+
+    ``agreement`` is the largest :func:`agreement` between two refined candidates:
+    independent restarts that the refiner carries to the same map are the evidence (a
+    wrong start's refinement ends wherever it began).  ``confidence = (agreement -
+    chance) / 0.4`` clipped to [0, 1], chance being the larger of 0.3 and ``3 / sqrt(d)``
+    (three times the spread by which two random maps agree).  ``kept`` is the candidate
+    with the higher refined criterion of that pair when it agrees beyond chance,
+    otherwise the highest refined criterion of all (the best start by criterion when
+    none is refined).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0 with
+    three or fewer) is reported, not counted: a start that stands out may still be
+    refined to a poor map."""
+    stand = _confidence.stand_out(list(scores.values())) if len(scores) > 3 else 0.0
+    if not refined_scores:
+        return 0.0, stand, 0.0, max(scores, key=scores.get)
+    kept = max(refined_scores, key=refined_scores.get)
+    labels = sorted(refined_scores)
+    pairs = [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :]]
+    if not pairs:
+        return 0.0, stand, 0.0, kept
+    agree, (a, b) = max(
+        ((_confidence.agreement(refined[a], refined[b]), (a, b)) for a, b in pairs),
+        key=lambda item: item[0],
+    )
+    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(refined[a].shape)))
+    confidence = float(np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0))
+    if confidence > 0:
+        kept = max((a, b), key=refined_scores.get)
+    return confidence, stand, agree, kept
 
 
 def _warn_unreliable(reason):

@@ -297,6 +297,9 @@ def test_disjoint_fit_recovers_a_rotation_between_different_items(monkeypatch):
     import sklearn_compat.unpaired as module
 
     monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 30)  # fewer: a fast test
+    monkeypatch.setattr(module, "_DISJOINT_RUNS", 4)
+    monkeypatch.setattr(module, "_CANDIDATE_PATIENCE", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 40)
     d = 16
     Q = ortho_group.rvs(d, random_state=1)
     X, Y = mixture(500, d, 1), mixture(500, d, 2) @ Q
@@ -347,26 +350,51 @@ def test_disjoint_refiners_move_a_rough_map_towards_the_right_one():
     assert rounds >= 1
 
 
-def test_disjoint_confidence_needs_a_restart_that_stands_out_or_agrees():
+def test_disjoint_confidence_needs_two_refined_restarts_that_agree():
     from sklearn_compat.unpaired import _disjoint_confidence
 
     rng = np.random.default_rng(0)
     maps = {i: torch.as_tensor(ortho_group.rvs(64, random_state=i)) for i in range(4)}
-    # unrelated maps with criteria within a few thousandths: nothing to trust
     alike = {0: 0.0731, 1: 0.0724, 2: 0.0729, 3: 0.0726}
-    confidence, stand, agree = _disjoint_confidence(alike, maps)
-    assert confidence == 0 and stand < 1 and abs(agree) < 0.3
-    # one restart 0.011 above the others (what a right map did on real glosses) ...
-    confidence, stand, _ = _disjoint_confidence({**alike, 2: 0.0840}, maps)
-    assert stand > 8 and confidence > 0.5
-    # ... but not among three: two losers are too few to measure their spread
-    three = {i: alike[i] for i in range(3)}
-    assert _disjoint_confidence({**three, 2: 0.0840}, maps)[0] == 0
-    # two restarts that found the same map, whatever their criteria
+    # unrelated refined maps: nothing to trust; the highest refined criterion is kept
+    confidence, stand, agree, kept = _disjoint_confidence(alike, maps, dict(alike))
+    assert confidence == 0 and stand < 1 and abs(agree) < 0.3 and kept == 0
+    # a start whose criterion stands far above the others' is reported, not trusted:
+    # such a start was refined to 0.46 of supervised on real glosses
+    confidence, stand, _, _ = _disjoint_confidence({**alike, 2: 0.0840}, maps, dict(alike))
+    assert stand > 8 and confidence == 0
+    # two refined maps are the same map: trusted, whatever the criteria, and the better
+    # of the two is kept even when a third, unrelated one scores higher
     same = dict(maps)
     same[1] = maps[0] + 0.01 * torch.as_tensor(rng.normal(size=(64, 64)))
-    confidence, _, agree = _disjoint_confidence({**alike, 0: 0.0732}, same)
-    assert agree > 0.9 and confidence > 0.5
+    confidence, _, agree, kept = _disjoint_confidence(alike, same, {0: 0.1, 1: 0.19, 2: 0.2})
+    assert agree > 0.9 and confidence > 0.5 and kept == 1
+    # one refined candidate, or none: no evidence yet
+    assert _disjoint_confidence(alike, maps, {0: 0.2})[::3] == (0, 0)
+    assert _disjoint_confidence(alike, maps, {})[::3] == (0, 0)
+
+
+def test_disjoint_restarts_alternate_their_source_side():
+    from sklearn_compat._unpaired import start
+
+    calls = []
+
+    def fake(Xs, Ys, **kwargs):
+        calls.append(Xs.shape[1])
+        return torch.eye(Xs.shape[1], Ys.shape[1], dtype=torch.float64), 0.0
+
+    X, Y = torch.randn(40, 6), torch.randn(50, 4)
+    original = start.disjoint_start
+    start.disjoint_start = fake
+    try:
+        W, _ = start.oriented_disjoint_start(X, Y, reverse=False)
+        assert W.shape == (6, 4)
+        W, criterion = start.oriented_disjoint_start(X, Y, reverse=True)
+        assert W.shape == (6, 4)  # started from Y, returned as a map from X into Y
+        assert criterion == start.mean_best_csls(X, Y, W)
+    finally:
+        start.disjoint_start = original
+    assert calls == [6, 4]
 
 
 def test_disjoint_fit_warns_on_random_clouds(monkeypatch):
@@ -374,12 +402,34 @@ def test_disjoint_fit_warns_on_random_clouds(monkeypatch):
 
     monkeypatch.setattr(module, "_DISJOINT_RUNS", 2)
     monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_PATIENCE", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 40)
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(200, 16)), rng.normal(size=(210, 16))
     with pytest.warns(UnreliableAlignmentWarning, match="disjoint restarts"):
         aligner = UnpairedProcrustesAligner(init="disjoint", n_init=4, random_state=0).fit(X, Y)
     assert len(aligner.start_scores_) == 4  # no restart stood out: all were tried
     assert aligner.confidence_ < aligner.min_confidence
+
+
+def test_disjoint_fit_warns_on_unrelated_clustered_data(monkeypatch):
+    # Clusters laid onto clusters are not a map: the refined candidates of unrelated
+    # blobs do not agree, so the fit warns.
+    from sklearn.datasets import make_blobs
+
+    import sklearn_compat.unpaired as module
+
+    monkeypatch.setattr(module, "_DISJOINT_RUNS", 3)
+    monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 10)
+    monkeypatch.setattr(module, "_CANDIDATE_PATIENCE", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 40)
+    X, _ = make_blobs(200, 16, centers=5, random_state=0)
+    Y, _ = make_blobs(210, 16, centers=5, random_state=1)
+    with pytest.warns(UnreliableAlignmentWarning, match="disjoint restarts"):
+        aligner = UnpairedProcrustesAligner(init="disjoint", n_init=4, random_state=0).fit(X, Y)
+    # below chance: 3 / sqrt(16), three times the spread two random maps agree by
+    assert aligner.confidence_ == 0 and aligner.agreement_ < 0.75
+    assert len(aligner.refined_scores_) >= 2
 
 
 @pytest.mark.parametrize("k", [6, 10])

@@ -23,6 +23,7 @@ __all__ = [
     "anchor_round",
     "cluster_match_start",
     "disjoint_start",
+    "oriented_disjoint_start",
     "mean_best_csls",
     "kmeans",
     "match_centroids",
@@ -223,6 +224,22 @@ def disjoint_start(
     W = _description_fit(Xs, Ys, blocks_x, blocks_y, n_neighbors)
     for count in anchor_rounds:
         W = anchor_round(Xs, Ys, W, count, generator, n_neighbors=n_neighbors)
+    return W, mean_best_csls(Xs, Ys, W)
+
+
+def oriented_disjoint_start(Xs, Ys, *, reverse, **kwargs):
+    """:func:`disjoint_start` from ``Xs`` onto ``Ys``, or (``reverse=True``) from ``Ys``
+    onto ``Xs`` and transposed; either way ``(W, criterion)`` with ``W`` mapping X's
+    space into Y's and ``criterion`` the :func:`mean_best_csls` of that map.
+
+    The start is not symmetric in its two sides (each source row's target is a mean of
+    target rows), and which side makes the better source depends on the pair of spaces
+    (benchmarks/RESULTS.md); restarts therefore alternate the two orientations.
+    """
+    if not reverse:
+        return disjoint_start(Xs, Ys, **kwargs)
+    W, _ = disjoint_start(Ys, Xs, **kwargs)
+    W = W.T
     return W, mean_best_csls(Xs, Ys, W)
 
 
