@@ -10,16 +10,20 @@ supervised Procrustes on all the training items paired (in the common form of
 - ``perturbed t``: the true map mixed with a random orthogonal map, ``orth((1-t) W* + t R)``,
   ``t`` chosen so that the start scores the ratios of ``--perturbed`` (an error spread evenly
   over all directions);
-- ``disjoint start s``: :func:`~sklearn_compat._unpaired.start.disjoint_start` with seed ``s``
-  (matched clusters and anchor rounds: right along the rows' leading directions, close to
-  random in the rest).
+- ``restart r``: restart ``r`` of ``benchmarks/unpaired_disjoint.py``'s sequence (the same
+  seeds), :func:`~sklearn_compat._unpaired.start.disjoint_start`: matched clusters and
+  anchor rounds, right along the rows' leading directions and close to random in the rest;
+  only restarts scoring at least ``--min-start`` are refined.
 
 Refiners: ``neighbour means + union`` (:func:`neighbour_mean_refine`, 40 rounds, then
 :func:`union_self_learn`) and ``disjoint_refine`` (stochastic self-learning, then neighbour
-means).  Both directions are run.  It prints a table; ``--json PATH`` also writes it.
+means; once per ``--refine-seeds`` seed, since its draws decide whether a weak start is
+caught).  Each row also gives the final map's criterion (mean best CSLS, which ranks
+restarts).  Both directions are run.  It prints a table; ``--json PATH`` also writes it.
 
     python benchmarks/unpaired_refiner.py --threads 1
-    python benchmarks/unpaired_refiner.py --directions Y->X --perturbed 0.1 --starts 1 6
+    python benchmarks/unpaired_refiner.py --directions Y->X --perturbed --restarts 3 \\
+        --min-start 0.05 --refine-seeds 0 1
 """
 
 import argparse
@@ -42,6 +46,7 @@ COLUMNS = [
     "start / supervised",
     "refiner",
     "final / supervised",
+    "criterion",
     "seconds",
 ]
 
@@ -65,22 +70,22 @@ def mixing_for(ratio, score, W, R, steps=12):
     return 0.5 * (low + high)
 
 
-def refiners(seed):
+def refiners():
     from sklearn_compat._unpaired import refine
 
-    def old(A, B, W):
+    def old(A, B, W, seed):
         W = refine.neighbour_mean_refine(A, B, W)
         return refine.union_self_learn(A, B, W)[0]
 
-    def new(A, B, W):
+    def new(A, B, W, seed):
         generator = torch.Generator().manual_seed(seed)
         return refine.disjoint_refine(A, B, W, generator=generator)[0]
 
     return {"neighbour means + union": old, "disjoint_refine": new}
 
 
-def basin(X, Y, X_test, Y_test, ratios, seeds, names):
-    """Yield ``[start, start ratio, refiner, final ratio, seconds]`` rows."""
+def basin(X, Y, X_test, Y_test, ratios, n_restarts, names, *, min_start=0.0, seeds=(0,)):
+    """Yield ``[start, start ratio, refiner, final ratio, criterion, seconds]`` rows."""
     import sklearn_compat.unpaired as estimator
     from sklearn_compat._unpaired import common, start
 
@@ -101,24 +106,31 @@ def basin(X, Y, X_test, Y_test, ratios, seeds, names):
     for ratio in ratios:
         t = mixing_for(ratio, score, truth, R)
         starts.append((f"perturbed t={t:.3f}", perturbed(truth, R, t)))
-    for seed in seeds:
+    rng, generator = np.random.RandomState(0), torch.Generator().manual_seed(0)
+    for r in range(n_restarts):  # unpaired_disjoint.restarts' sequence
         W, _ = start.disjoint_start(
             A,
             B,
-            rng=np.random.RandomState(seed),
-            generator=torch.Generator().manual_seed(seed),
+            rng=np.random.RandomState(rng.randint(2**31 - 1)),
+            generator=generator,
             n_runs=estimator._DISJOINT_RUNS,
             qap_restarts=estimator._DISJOINT_QAP_RESTARTS,
         )
-        starts.append((f"disjoint start {seed}", W))
+        if score(W) >= min_start:
+            starts.append((f"restart {r}", W))
+        else:
+            print(f"restart {r}: start {score(W):.3f} of supervised, not refined", flush=True)
     for label, W in starts:
-        for name, refiner in refiners(0).items():
-            if name not in names:
-                continue
-            began = time.perf_counter()
-            final = refiner(A, B, W)
-            seconds = time.perf_counter() - began
-            yield [label, round(score(W), 3), name, round(score(final), 3), round(seconds, 1)]
+        for name, refiner in refiners().items():
+            for seed in seeds if name == "disjoint_refine" else (0,):
+                if name not in names:
+                    continue
+                began = time.perf_counter()
+                final = refiner(A, B, W, seed)
+                seconds = time.perf_counter() - began
+                criterion = round(start.mean_best_csls(A, B, final), 4)
+                cells = [round(score(W), 3), f"{name} (seed {seed})", round(score(final), 3)]
+                yield [label, *cells, criterion, round(seconds, 1)]
 
 
 def main(argv=None):
@@ -129,9 +141,11 @@ def main(argv=None):
     parser.add_argument(
         "--perturbed", type=float, nargs="*", default=[0.05, 0.1, 0.2], help="start ratios"
     )
-    parser.add_argument("--starts", type=int, nargs="*", default=[], help="disjoint_start seeds")
+    parser.add_argument("--restarts", type=int, default=0, help="disjoint starts")
+    parser.add_argument("--min-start", type=float, default=0.0, help="refine starts above this")
+    parser.add_argument("--refine-seeds", type=int, nargs="*", default=[0])
     parser.add_argument(
-        "--refiners", nargs="*", default=list(refiners(0)), choices=list(refiners(0))
+        "--refiners", nargs="*", default=list(refiners()), choices=list(refiners())
     )
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the table here")
     add_threads_argument(parser, default=1)
@@ -141,7 +155,15 @@ def main(argv=None):
     for name, X, Y, X_test, Y_test in real_pairs(args.pairs, args.rows):
         for direction in args.directions:
             data = (X, Y, X_test, Y_test) if direction == "X->Y" else (Y, X, Y_test, X_test)
-            for cells in basin(*data, args.perturbed, args.starts, args.refiners):
+            cells_of = basin(
+                *data,
+                args.perturbed,
+                args.restarts,
+                args.refiners,
+                min_start=args.min_start,
+                seeds=args.refine_seeds,
+            )
+            for cells in cells_of:
                 rows.append([name, direction, *cells])
                 print(" | ".join(map(str, rows[-1])), flush=True)
     write_results(

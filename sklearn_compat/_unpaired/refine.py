@@ -236,7 +236,9 @@ def disjoint_refine(
     leaves that fixed point; :func:`neighbour_mean_refine` then settles the map on the
     means of each row's ``n_neighbors`` nearest target rows, which holds a right map
     better than self-learning on pseudo-pairs (no row has its true partner on the other
-    side).
+    side).  The draws decide whether a weak start is caught (another ``generator`` seed
+    may catch what one misses), and a right start is not kept as it is: the stochastic
+    stage moves it to a nearby map that the unsupervised objectives score alike.
 
     Parameters
     ----------
