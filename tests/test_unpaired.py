@@ -386,6 +386,26 @@ def test_disjoint_refine_leaves_a_start_right_only_along_the_leading_directions(
     assert max(reached) > 0.99  # a restart's draws find the whole map
 
 
+def test_disjoint_refine_passes_again_only_while_the_criterion_rises(monkeypatch):
+    from sklearn_compat._unpaired import refine
+    from sklearn_compat._unpaired.confidence import agreement
+
+    Xs, Ys, Q = _planted_disjoint(n=400)
+    calls = []
+    stochastic = refine.stochastic_self_learn
+    monkeypatch.setattr(
+        refine, "stochastic_self_learn", lambda *a, **k: calls.append(1) or stochastic(*a, **k)
+    )
+    # from the right map the second pass gains nothing: it stops there, of 5 allowed
+    W, _ = refine.disjoint_refine(
+        Xs, Ys, Q, generator=torch.Generator().manual_seed(0), patience=5, max_passes=5
+    )
+    assert len(calls) == 2 and agreement(W, Q) > 0.99
+    calls.clear()
+    refine.disjoint_refine(Xs, Ys, Q, generator=torch.Generator().manual_seed(0), patience=5)
+    assert len(calls) == 1
+
+
 def test_disjoint_refine_recovers_a_planted_map_whatever_the_row_order():
     from sklearn_compat._unpaired import refine
     from sklearn_compat._unpaired.common import orthogonal_fit, random_orthogonal
