@@ -726,14 +726,13 @@ class UnpairedProcrustesAligner(BaseAligner):
 
 
 def _refine_candidate(A, B, W, generator):
-    """A disjoint start refined on the start sample: vecmap's stochastic dictionary
-    induction with a long patience (a disjoint start is right along a few leading
-    directions and random in the rest, a fixed point of every deterministic refiner,
-    which the dropped similarities let it leave), then neighbour means."""
-    W, _ = _refine.stochastic_self_learn(
+    """A disjoint start refined on the start sample by one pass of
+    :func:`~sklearn_compat._unpaired.refine.disjoint_refine` (stochastic dictionary
+    induction with a long patience, then neighbour means)."""
+    W, _ = _refine.disjoint_refine(
         A, B, W, generator=generator, patience=_CANDIDATE_PATIENCE, max_rounds=_CANDIDATE_ROUNDS
     )
-    return _refine.neighbour_mean_refine(A, B, W, n_rounds=30)
+    return W
 
 
 def _disjoint_confidence(scores, refined, refined_scores):

@@ -350,6 +350,92 @@ def test_disjoint_refiners_move_a_rough_map_towards_the_right_one():
     assert rounds >= 1
 
 
+def _planted_disjoint(d=16, n=600):
+    """Unit-centred rows of two different draws of one mixture, the second rotated by Q."""
+    from sklearn_compat._unpaired.common import unit_centered
+
+    Q = torch.as_tensor(ortho_group.rvs(d, random_state=2))
+    Xs, Ys = (
+        unit_centered(torch.as_tensor(A, dtype=torch.float32))
+        for A in (mixture(n, d, 5), mixture(n, d, 6) @ Q.numpy())
+    )
+    return Xs, Ys, Q
+
+
+def test_disjoint_refine_leaves_a_start_right_only_along_the_leading_directions():
+    # The disjoint start maps the rows' leading directions right and the rest at random;
+    # such a map is a fixed point of neighbour means and self-learning, and stochastic
+    # self-learning leaves it.  Here: Q on the 4 leading coordinates (the mixture's
+    # centres spread most along them), a random rotation of Q on the other 12.
+    from sklearn_compat._unpaired import refine
+    from sklearn_compat._unpaired.confidence import agreement
+
+    Xs, Ys, Q = _planted_disjoint()
+    R = torch.eye(16, dtype=torch.float64)
+    R[4:, 4:] = torch.as_tensor(ortho_group.rvs(12, random_state=11))
+    start = R @ Q
+    assert agreement(start, Q) < 0.3
+    kept = refine.union_self_learn(Xs, Ys, refine.neighbour_mean_refine(Xs, Ys, start))[0]
+    assert agreement(kept, Q) < 0.8  # the deterministic refiners keep the wrong block
+    reached = [
+        agreement(
+            refine.disjoint_refine(
+                Xs, Ys, start, generator=torch.Generator().manual_seed(seed), patience=10
+            )[0],
+            Q,
+        )
+        for seed in (0, 2)
+    ]
+    assert max(reached) > 0.99  # a restart's draws find the whole map
+
+
+def test_disjoint_refine_passes_again_only_while_the_criterion_rises(monkeypatch):
+    from sklearn_compat._unpaired import refine
+    from sklearn_compat._unpaired.confidence import agreement
+
+    Xs, Ys, Q = _planted_disjoint(n=400)
+    calls = []
+    stochastic = refine.stochastic_self_learn
+    monkeypatch.setattr(
+        refine, "stochastic_self_learn", lambda *a, **k: calls.append(1) or stochastic(*a, **k)
+    )
+    # from the right map the second pass gains nothing: it stops there, of 5 allowed
+    W, _ = refine.disjoint_refine(
+        Xs, Ys, Q, generator=torch.Generator().manual_seed(0), patience=5, max_passes=5
+    )
+    assert len(calls) == 2 and agreement(W, Q) > 0.99
+    calls.clear()
+    refine.disjoint_refine(Xs, Ys, Q, generator=torch.Generator().manual_seed(0), patience=5)
+    assert len(calls) == 1
+
+
+def test_disjoint_refine_recovers_a_planted_map_whatever_the_row_order():
+    from sklearn_compat._unpaired import refine
+    from sklearn_compat._unpaired.common import orthogonal_fit, random_orthogonal
+    from sklearn_compat._unpaired.confidence import agreement
+
+    Xs, Ys, Q = _planted_disjoint(n=400)
+    noise = random_orthogonal(16, 16, torch.Generator().manual_seed(3))
+    start = orthogonal_fit(torch.eye(16, dtype=torch.float64), 0.5 * Q + 0.5 * noise)
+    assert agreement(start, Q) < 0.8
+    order_x = torch.as_tensor(np.random.default_rng(7).permutation(len(Xs)))
+    order_y = torch.as_tensor(np.random.default_rng(8).permutation(len(Ys)))
+    maps = []
+    for A, B in ((Xs, Ys), (Xs[order_x], Ys[order_y])):
+        W, rounds = refine.disjoint_refine(
+            A, B, start, generator=torch.Generator().manual_seed(0), patience=10
+        )
+        assert W.shape == (16, 16) and rounds >= 10
+        maps.append(W)
+    assert agreement(maps[0], Q) > 0.99 and agreement(maps[1], Q) > 0.99
+    # the deterministic stage alone is exactly invariant to the order of the rows
+    one, two = (
+        refine.neighbour_mean_refine(A, B, start, n_rounds=5)
+        for A, B in ((Xs, Ys), (Xs[order_x], Ys[order_y]))
+    )
+    np.testing.assert_allclose(one.numpy(), two.numpy(), atol=1e-5)
+
+
 def test_disjoint_confidence_needs_two_refined_restarts_that_agree():
     from sklearn_compat.unpaired import _disjoint_confidence
 
