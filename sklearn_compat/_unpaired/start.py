@@ -234,7 +234,7 @@ def oriented_disjoint_start(Xs, Ys, *, reverse, **kwargs):
 
     The start is not symmetric in its two sides (each source row's target is a mean of
     target rows), and which side makes the better source depends on the pair of spaces
-    (benchmarks/RESULTS.md); restarts therefore alternate the two orientations.
+    (see :ref:`benchmarks`); restarts therefore alternate the two orientations.
     """
     if not reverse:
         return disjoint_start(Xs, Ys, **kwargs)
