@@ -55,23 +55,6 @@ CLI = textwrap.dedent(
 )
 IDLE = CLI.split("start = ")[0] + "sys.stderr.write('WORK_S 0\\n')\n"
 
-# Runs code (-c CODE ...) and reports its peak resident memory from /proc/self/status
-# (VmHWM).  ru_maxrss cannot be used: Linux carries it across fork and exec, so a child
-# would report at least its parent's size.
-PEAK = """
-import atexit, sys
-def _peak():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM"):
-                sys.stderr.write(f"PEAK_KB {line.split()[1]}\\n")
-atexit.register(_peak)
-sys.argv.pop(1)  # "-c"
-code = sys.argv.pop(1)
-sys.argv[0] = "-c"
-exec(compile(code, "<bench>", "exec"), {"__name__": "__main__"})
-"""
-
 # The CSV writers, in one process, alternating: ours (TableWriter, batch by batch) and
 # pyarrow's write_csv on the whole table.
 CSV_RACE = textwrap.dedent(
@@ -100,30 +83,11 @@ CSV_RACE = textwrap.dedent(
 )
 
 
-def timed(args, env):
-    """Run ``python -c ...``; returns (seconds of work after the imports, peak MiB)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", PEAK, *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"command failed: {' '.join(map(str, args))}\n{proc.stderr}")
-
-    def last(tag):
-        values = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith(tag)]
-        return float(values[-1])
-
-    return last("WORK_S"), last("PEAK_KB") / 1024
-
-
 def transform(model, src, out, rows, env):
     """``sklearn-compat transform`` in a fresh process: (work seconds, peak MiB)."""
     args = ["--model", model, "--input", src, "--output", out, "--id-column", "id"]
     args += ["--rows-per-batch", rows, "--force", "--device", "cpu", "--no-progress"]
-    return timed(["-c", CLI, "transform", *args], env)
+    return _common.timed(CLI, "transform", *args, env=env)
 
 
 def make_input(path, rows, dim, form, row_group, seed=0):
@@ -203,7 +167,7 @@ def main(argv=None):
             "list": ("list", args.row_group),
             "one-row-group": ("columns", args.rows),
         }
-        _, idle = timed(["-c", IDLE], env)
+        _, idle = _common.timed(IDLE, env=env)
         print(f"machine: {os.cpu_count()} CPUs visible; default --rows-per-batch {batches[0]}")
         print(f"CLI after its imports, idle: {idle:.0f} MiB")
         print(

@@ -82,17 +82,7 @@ def _kmeans_once(S, n_clusters, generator, n_iter):
         pick = int(torch.multinomial(weights, 1, generator=generator))
         chosen.append(pick)
         closest = torch.minimum(closest, 1.0 - S @ S[pick])
-    centroids = S[chosen].clone()
-    for _ in range(n_iter):
-        labels = (S @ centroids.T).argmax(dim=1)
-        sums = torch.zeros_like(centroids).index_add_(0, labels, S)
-        empty = torch.linalg.vector_norm(sums, dim=1) == 0
-        sums[empty] = centroids[empty]
-        updated = unit_rows(sums)
-        if torch.allclose(updated, centroids):
-            break
-        centroids = updated
-    return centroids
+    return _kmeans_from(S, S[chosen].clone(), n_iter, until_still=True)
 
 
 # Largest number of centroids matched by trying every permutation (8! = 40,320 of them,
@@ -268,14 +258,18 @@ def _description_fit(Xs, Ys, blocks_x, blocks_y, n_neighbors):
     return orthogonal_fit(Xs, nearest_means(Rx, Ry, Ys, n_neighbors))
 
 
-def _kmeans_from(S, centroids, n_iter=10):
-    """Spherical k-means from the given centroids (a cluster left empty keeps its start)."""
+def _kmeans_from(S, centroids, n_iter=10, until_still=False):
+    """Spherical k-means from the given centroids (a cluster left empty keeps its start):
+    ``n_iter`` rounds, or fewer with ``until_still`` once a round no longer moves them."""
     for _ in range(n_iter):
         labels = (S @ centroids.T).argmax(dim=1)
         sums = torch.zeros_like(centroids).index_add_(0, labels, S)
         empty = torch.linalg.vector_norm(sums, dim=1) == 0
         sums[empty] = centroids[empty]
-        centroids = unit_rows(sums)
+        updated = unit_rows(sums)
+        if until_still and torch.allclose(updated, centroids):
+            break
+        centroids = updated
     return centroids
 
 
