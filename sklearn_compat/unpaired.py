@@ -465,7 +465,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         sx = _sample(len(Xw), self.start_rows, rng, none)
         sy = _sample(len(Yw), self.start_rows, rng, none)
         A, B = Xw[torch.as_tensor(sx, device=Xw.device)], Yw[torch.as_tensor(sy, device=Yw.device)]
-        scores, maps, refined, refined_scores = {}, {}, {}, {}
+        scores, maps, refined, refined_scores, again = {}, {}, {}, {}, {}
         self.start_seconds_ = {}
         for restart in range(self.n_init):
             began = time.perf_counter()
@@ -493,11 +493,22 @@ class UnpairedProcrustesAligner(BaseAligner):
                 refined[candidate] = _refine_candidate(A, B, maps[candidate], generator)
                 refined_scores[candidate] = _starts.mean_best_csls(A, B, refined[candidate])
                 self.start_seconds_[candidate] += time.perf_counter() - began
-            if _disjoint_confidence(scores, refined, refined_scores)[0] >= _CLEARLY_DISJOINT:
+            # the best refined candidate, refined again from its start with fresh draws: a
+            # right start's second refinement reaches the same map, a wrong one's does not
+            leader = max(refined_scores, key=refined_scores.get)
+            if leader not in again:
+                began = time.perf_counter()
+                again[leader] = _refine_candidate(A, B, maps[leader], generator)
+                self.start_seconds_[leader] += time.perf_counter() - began
+            if (
+                _disjoint_confidence(scores, refined, refined_scores, again)[0]
+                >= _CLEARLY_DISJOINT
+            ):
                 break
         self.start_scores_, self.refined_scores_ = scores, refined_scores
+        self.reproduced_ = {c: _confidence.agreement(refined[c], again[c]) for c in again}
         confidence, self.stand_out_, self.agreement_, best = _disjoint_confidence(
-            scores, refined, refined_scores
+            scores, refined, refined_scores, again
         )
         self.confidence_, self.init_ = confidence, best
         self.mutual_share_ = self.chance_share_ = float("nan")
@@ -735,35 +746,43 @@ def _refine_candidate(A, B, W, generator):
     return W
 
 
-def _disjoint_confidence(scores, refined, refined_scores):
+def _disjoint_confidence(scores, refined, refined_scores, again=None):
     """``(confidence, stand_out, agreement, kept)`` of the disjoint restarts so far.
 
-    ``agreement`` is the largest :func:`agreement` between two refined candidates:
-    independent restarts that the refiner carries to the same map are the evidence (a
-    wrong start's refinement ends wherever it began).  ``confidence = (agreement -
-    chance) / 0.4`` clipped to [0, 1], chance being the larger of 0.3 and ``3 / sqrt(d)``
-    (three times the spread by which two random maps agree).  ``kept`` is the candidate
-    with the higher refined criterion of that pair when it agrees beyond chance,
-    otherwise the highest refined criterion of all (the best start by criterion when
-    none is refined).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0 with
-    three or fewer) is reported, not counted: a start that stands out may still be
-    refined to a poor map."""
+    ``agreement`` is the largest :func:`agreement` between two refinements that reached
+    their map independently: two refined candidates (different restarts), or a refined
+    candidate and the second refinement of the same start with fresh draws (``again``:
+    label -> that map).  A right start is caught again by a second refinement; a wrong
+    one's refinements end at unrelated maps (a refinement keeps little of its start, so
+    the shared start does not make them agree).  ``confidence = (agreement - chance) /
+    0.4`` clipped to [0, 1], chance being the larger of 0.3 and ``3 / sqrt(d)`` (three
+    times the spread by which two random maps agree).  ``kept`` is the candidate with
+    the higher refined criterion of the agreeing pair (the candidate itself when it
+    agrees with its own second refinement) when agreement is beyond chance, otherwise
+    the highest refined criterion of all (the best start by criterion when none is
+    refined).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0 with three or
+    fewer) is reported, not counted: a start that stands out may still be refined to a
+    poor map."""
+    again = again or {}
     stand = _confidence.stand_out(list(scores.values())) if len(scores) > 3 else 0.0
     if not refined_scores:
         return 0.0, stand, 0.0, max(scores, key=scores.get)
     kept = max(refined_scores, key=refined_scores.get)
     labels = sorted(refined_scores)
-    pairs = [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :]]
+    pairs = [
+        (refined[a], refined[b], (a, b)) for i, a in enumerate(labels) for b in labels[i + 1 :]
+    ]
+    pairs += [(refined[c], again[c], (c,)) for c in sorted(again) if c in refined]
     if not pairs:
         return 0.0, stand, 0.0, kept
-    agree, (a, b) = max(
-        ((_confidence.agreement(refined[a], refined[b]), (a, b)) for a, b in pairs),
+    agree, which, d = max(
+        ((_confidence.agreement(W1, W2), which, min(W1.shape)) for W1, W2, which in pairs),
         key=lambda item: item[0],
     )
-    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(refined[a].shape)))
+    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(d))
     confidence = float(np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0))
     if confidence > 0:
-        kept = max((a, b), key=refined_scores.get)
+        kept = max(which, key=refined_scores.get)
     return confidence, stand, agree, kept
 
 

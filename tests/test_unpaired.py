@@ -460,6 +460,45 @@ def test_disjoint_confidence_needs_two_refined_restarts_that_agree():
     assert _disjoint_confidence(alike, maps, {})[::3] == (0, 0)
 
 
+def test_disjoint_confidence_counts_a_candidate_its_second_refinement_reached_again():
+    from sklearn_compat.unpaired import _disjoint_confidence
+
+    rng = np.random.default_rng(0)
+    maps = {i: torch.as_tensor(ortho_group.rvs(64, random_state=i)) for i in range(3)}
+    crits = {0: 0.13, 1: 0.15, 2: 0.14}
+    # the second refinement of candidate 1's start reached the same map: one right
+    # candidate is evidence enough, and it is the one kept
+    near = {1: maps[1] + 0.01 * torch.as_tensor(rng.normal(size=(64, 64)))}
+    confidence, _, agree, kept = _disjoint_confidence(crits, maps, crits, near)
+    assert agree > 0.9 and confidence > 0.5 and kept == 1
+    # a second refinement that ended at an unrelated map (a wrong start): no evidence,
+    # whichever candidate it belongs to
+    far = {1: torch.as_tensor(ortho_group.rvs(64, random_state=9))}
+    assert _disjoint_confidence(crits, maps, crits, far)[0] == 0
+    assert _disjoint_confidence(crits, maps, crits, {})[0] == 0
+
+
+def test_disjoint_fit_confirms_a_single_right_candidate_without_a_second_start(monkeypatch):
+    # One restart only: no second candidate can agree with the first (before, such a fit
+    # always warned).  Its start refined again with fresh draws reaches the same map, and
+    # that is the evidence; the fit is confident and right.
+    import sklearn_compat.unpaired as module
+
+    monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 30)
+    monkeypatch.setattr(module, "_DISJOINT_RUNS", 4)
+    monkeypatch.setattr(module, "_CANDIDATE_PATIENCE", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 40)
+    d = 16
+    Q = ortho_group.rvs(d, random_state=1)
+    X, Y = mixture(500, d, 1), mixture(500, d, 2) @ Q
+    aligner = UnpairedProcrustesAligner(init="disjoint", n_init=1, random_state=0)
+    fit_quietly(aligner, X, Y)
+    assert list(aligner.refined_scores_) == ["disjoint (0)"]
+    assert aligner.reproduced_["disjoint (0)"] > 0.9 and aligner.confidence_ >= 0.5
+    X_new = mixture(200, d, 3)
+    assert aligner.score(X_new, X_new @ Q) > 0.9
+
+
 def test_disjoint_restarts_alternate_their_source_side():
     from sklearn_compat._unpaired import start
 
@@ -496,6 +535,8 @@ def test_disjoint_fit_warns_on_random_clouds(monkeypatch):
         aligner = UnpairedProcrustesAligner(init="disjoint", n_init=4, random_state=0).fit(X, Y)
     assert len(aligner.start_scores_) == 4  # no restart stood out: all were tried
     assert aligner.confidence_ < aligner.min_confidence
+    # the best candidate's start, refined again, ends at another map
+    assert aligner.reproduced_ and max(aligner.reproduced_.values()) < 0.75
 
 
 def test_disjoint_fit_warns_on_unrelated_clustered_data(monkeypatch):
@@ -516,6 +557,7 @@ def test_disjoint_fit_warns_on_unrelated_clustered_data(monkeypatch):
     # below chance: 3 / sqrt(16), three times the spread two random maps agree by
     assert aligner.confidence_ == 0 and aligner.agreement_ < 0.75
     assert len(aligner.refined_scores_) >= 2
+    assert aligner.reproduced_ and max(aligner.reproduced_.values()) < 0.75
 
 
 @pytest.mark.parametrize("k", [6, 10])
