@@ -173,7 +173,7 @@ def null(args):
     generator = torch.Generator().manual_seed(args.seed)
     for _case in range(args.cases):
         n = int(rng.choice([100, 150, 200, 300]))
-        d = int(rng.choice([12, 16, 24, 32]))
+        d = int(rng.choice(args.dims))
         if args.null == "blobs":
             X, _ = make_blobs(n, d, centers=8, random_state=rng.randint(1000))
             Y, _ = make_blobs(n, d, centers=8, random_state=rng.randint(1000))
@@ -205,8 +205,11 @@ def null(args):
                 refined_crit=start.mean_best_csls(A, B, Wc),
                 a0c=agreement(W0, Wc),
             )
-            sig, _ = signals(A, B, W0, Wc, rng, generator, refine_fn, args.from_refined)
-            row.update(sig)
+            W2 = refine_fn(A, B, W0, generator)
+            row.update(twice=agreement(Wc, W2), a02=agreement(W0, W2))
+            row.update(
+                nn_twice=nn_agreement(A, B, Wc, W2), refined2_crit=start.mean_best_csls(A, B, W2)
+            )
             print(
                 json.dumps(
                     {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
@@ -231,6 +234,7 @@ def main(argv=None):
     parser.add_argument("--cases", type=int, default=6)
     parser.add_argument("--from-refined", action="store_true")
     parser.add_argument("--twice", action="store_true")
+    parser.add_argument("--dims", type=int, nargs="*", default=[12, 16, 24, 32])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out")
     parser.add_argument("--save")

@@ -48,9 +48,12 @@ _NULL_CLUSTERS = 64
 # Disjoint restarts: _MIN_RESTARTS before the two best are refined, then more only while
 # no two refined candidates agree.
 _MIN_RESTARTS = 4
-# confidence_ of a disjoint fit from the agreement of the two best refined candidates:
-# 0 at the chance level (at least 0.3), 1 at 0.4 above it.
-_AGREEMENT_FLOOR, _AGREEMENT_SPAN = 0.3, 0.4
+# confidence_ of a disjoint fit from the agreement of two refinements: 0 at the chance
+# level (the larger of 0.3 and _AGREEMENT_SPREADS / sqrt(d), three times the spread by which
+# two random maps agree; twice that for two refinements of one start, which share its
+# choice of which clusters lie on which: unrelated make_blobs clouds in 16 dimensions
+# refined twice from one start agree to 0.75), 1 at 0.4 above it.
+_AGREEMENT_FLOOR, _AGREEMENT_SPAN, _AGREEMENT_SPREADS = 0.3, 0.4, 3.0
 # A disjoint candidate's refinement on the start sample: stochastic dictionary induction's
 # patience (rounds without gain before more similarities are kept) and most rounds.
 _CANDIDATE_PATIENCE, _CANDIDATE_ROUNDS = 30, 400
@@ -60,8 +63,10 @@ _REFINE_EVERY = 4
 # Each disjoint restart: k-means partitions per side matched by quadratic assignment, and
 # FAQ restarts per match (see disjoint_start).
 _DISJOINT_RUNS, _DISJOINT_QAP_RESTARTS = 10, 100
-# A disjoint search stops once its confidence reaches this.
-_CLEARLY_DISJOINT = 0.5
+# A disjoint search stops once its confidence reaches this: agreement 0.1 above chance
+# (right candidates refined twice on real glosses agreed to 0.47, wrong ones to 0.19-0.22,
+# against a chance level of 0.31 in 384 dimensions).
+_CLEARLY_DISJOINT = 0.25
 # Fewest candidate starts the null's search tries (see _null_share).
 _NULL_MIN_CANDIDATES = 5
 
@@ -138,22 +143,23 @@ class UnpairedProcrustesAligner(BaseAligner):
         finer anchors carried by the map itself (64 up to 512 clusters); restarts
         alternate which side is the source and are ranked by the mean best CSLS of both
         sides under their map.  The two best starts are refined on the start sample
-        (pulling each row towards the mean of its nearest Y rows, over 200 down to 10 of
-        them, then vecmap's stochastic dictionary induction); more restarts run, and
-        their best refined, only until two refined candidates reach the same map (see
-        ``confidence_``); the kept map is self-learned on every row from both
-        directions' CSLS best matches.  Experimental: each restart costs about ten
-        seconds and each refined candidate under a minute on a few thousand rows of a
-        few hundred dimensions (one CPU core); a start must be roughly right (about a
-        quarter of supervised top-1) to be refined to the right map (see the User
-        Guide).
+        (vecmap's stochastic dictionary induction, then pulling each row towards the
+        mean of its 10 nearest Y rows), and the start of the best refined candidate is
+        refined a second time with fresh draws; more restarts run, and their best
+        refined, only until a refined candidate is reached again, by another restart's
+        refinement or by its own start's second one (see ``confidence_``); the kept map
+        is self-learned on every row from both directions' CSLS best matches.
+        Experimental: each restart costs about ten seconds and each refinement one to
+        two minutes on a few thousand rows of a few hundred dimensions (one CPU core); a
+        start must be roughly right (about a tenth of supervised top-1 or more) to be
+        refined to the right map (see the User Guide).
     n_init : int, default=8
         Random restarts of the cluster start (k-means seeds), each tried in both
         directions.  The sorted-profile start is deterministic given its sample.  With
         ``init="disjoint"``: the most disjoint restarts (even ones from X onto Y, odd ones
         from Y onto X, transposed); four run (all of them when ``n_init`` is smaller)
-        before the two best are refined, more only while no two refined candidates have
-        reached the same map (see ``confidence_``).  On real text embeddings few
+        before the two best are refined, more only while no refined candidate has been
+        reached again (see ``confidence_``).  On real text embeddings few
         restarts start well (see the User Guide): raise it for such data.
     n_clusters : int, default=8
         Clusters per side whose centroids the cluster start matches (at least 2, at most
@@ -217,7 +223,19 @@ class UnpairedProcrustesAligner(BaseAligner):
         [0, 1], with ``se`` the standard error of the difference of the two shares on the
         held-out rows: the share of held-out rows with a mutual partner beyond what a
         target with Y's clusters and no items gives.  0 when a side has fewer than 100
-        rows.  Computed without any true pairs.
+        rows.  Computed without any true pairs.  With ``init="disjoint"`` it comes from
+        the refinements instead: ``(agreement_ - chance) / 0.4`` clipped to [0, 1]
+        (chance: the larger of 0.3 and ``3 / sqrt(d)``, three times the spread by which
+        two random maps agree), so it is above 0 only when one map was reached twice
+        from independent draws: by two restarts' refinements, or by a candidate's
+        refinement and the second refinement of its start (``reproduced_``).  What it
+        can tell: that the refiner is pulled to this map, not to wherever its draws
+        happened to end; a wrong start's two refinements end at unrelated maps (they
+        keep too little of the start to agree through it), and so do those of random
+        or unrelated clustered clouds.  What it cannot tell: how good retrieval under
+        the map is (a map at half of supervised top-1 and one at 0.8 can both be
+        reached twice), nor that a fit which warns is wrong (a right start that a
+        second refinement fails to catch leaves the fit warning).
     mutual_share_ : float
         Share of the held-out rows of X (a random fifth of the rows used, never a seed
         pair's, left out of every dictionary) that are in a mutual CSLS nearest-neighbour
@@ -227,11 +245,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         self-learning) run against a Gaussian mixture with the means and covariances of
         Y's k-means clusters (about ``sqrt(n)`` of them, at most 64), seed pairs' rows
         kept: what structure alone gives.  NaN when a side has fewer than 100 rows.
-        With ``init="disjoint"`` it is computed from the restarts instead:
-        ``(agreement_ - chance) / 0.4`` clipped to [0, 1] (chance: the larger of 0.3 and
-        ``3 / sqrt(d)``, three times the spread two random maps agree by), so it is above
-        0 only when two independent restarts, refined, reach the same map.  A single
-        restart refined to the right map is not enough: such a fit warns.
+        NaN with ``init="disjoint"`` (see ``confidence_``).
     stand_out_ : float
         ``init="disjoint"``: how far the best restart's criterion (mean best CSLS) stands
         above the others' median, in units of their robust spread (at least 0.001); 0
@@ -239,13 +253,17 @@ class UnpairedProcrustesAligner(BaseAligner):
         NaN otherwise.
     agreement_ : float
         ``init="disjoint"``: the largest agreement ``trace(W1^T W2) / min(d_x, d_y)``
-        (1: the same map, about 0 for unrelated ones) between two refined candidates.
-        NaN otherwise.
+        (1: the same map, about 0 for unrelated ones) between two refined candidates, or
+        between a candidate and its start's second refinement.  NaN otherwise.
+    reproduced_ : dict
+        ``init="disjoint"`` only: for each refined candidate whose start was refined a
+        second time (the best refined candidate at each stage), the agreement of the two
+        refinements.
     refined_scores_ : dict
         ``init="disjoint"`` only: the criterion (mean best CSLS) of each restart that was
         refined on the start sample (at each stage, the two best starts by criterion).
-        ``init_`` is the better of the two that agree when two do, otherwise the
-        highest.
+        ``init_`` is the better of the two that agree when two do (the candidate itself
+        when its start's second refinement agrees with it), otherwise the highest.
     start_seconds_ : dict
         ``init="disjoint"`` only: seconds each restart took (its start, and its
         refinement on the start sample when it was refined).
@@ -290,6 +308,9 @@ class UnpairedProcrustesAligner(BaseAligner):
        Candidate starts are refined from the sample of X onto every row of Y in use, not
        onto an independent sample of Y, which left same-item sides larger than
        ``start_rows`` sharing few of their sampled items.
+       With ``init="disjoint"``, a candidate whose start's second refinement reaches
+       the same map counts as confirmed (before, only two restarts' refinements could
+       agree, so a fit with one right restart always warned), and the search stops there.
 
     References
     ----------
@@ -443,9 +464,10 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
         elif self.confidence_ < self.min_confidence and self.init == "disjoint":
             _warn_unreliable(
-                f"confidence_={self.confidence_:.3f} (no two of the "
-                f"{len(self.refined_scores_)} refined candidates among "
-                f"{len(self.start_scores_)} disjoint restarts reach the same map) is below "
+                f"confidence_={self.confidence_:.3f} (no map was reached twice: neither "
+                f"two of the {len(self.refined_scores_)} refined candidates among "
+                f"{len(self.start_scores_)} disjoint restarts nor a candidate and its "
+                f"start's second refinement agree) is below "
                 f"min_confidence={self.min_confidence}"
             )
         elif self.confidence_ < self.min_confidence:
@@ -775,12 +797,18 @@ def _disjoint_confidence(scores, refined, refined_scores, again=None):
     pairs += [(refined[c], again[c], (c,)) for c in sorted(again) if c in refined]
     if not pairs:
         return 0.0, stand, 0.0, kept
-    agree, which, d = max(
-        ((_confidence.agreement(W1, W2), which, min(W1.shape)) for W1, W2, which in pairs),
-        key=lambda item: item[0],
+
+    def beyond(W1, W2, which):
+        # a pair from one start shares the start's coarse choice (which clusters lie on
+        # which): it needs twice the spreads of two random maps
+        spreads = _AGREEMENT_SPREADS * (2 if len(which) == 1 else 1)
+        chance = max(_AGREEMENT_FLOOR, spreads / np.sqrt(min(W1.shape)))
+        agree = _confidence.agreement(W1, W2)
+        return float(np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0)), agree, which
+
+    confidence, agree, which = max(
+        (beyond(W1, W2, which) for W1, W2, which in pairs), key=lambda item: item[:2]
     )
-    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(d))
-    confidence = float(np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0))
     if confidence > 0:
         kept = max(which, key=refined_scores.get)
     return confidence, stand, agree, kept

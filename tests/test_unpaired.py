@@ -478,25 +478,54 @@ def test_disjoint_confidence_counts_a_candidate_its_second_refinement_reached_ag
     assert _disjoint_confidence(crits, maps, crits, {})[0] == 0
 
 
-def test_disjoint_fit_confirms_a_single_right_candidate_without_a_second_start(monkeypatch):
-    # One restart only: no second candidate can agree with the first (before, such a fit
-    # always warned).  Its start refined again with fresh draws reaches the same map, and
-    # that is the evidence; the fit is confident and right.
+def _planted_starts(monkeypatch, d, right_restarts):
+    """X and Y different draws of one mixture (more centres than dimensions, so that the
+    rows pin the whole map down), Y rotated by Q; the disjoint start replaced
+    by Q itself for the restarts in ``right_restarts`` and by unrelated rotations (ranked
+    below it) for the others; the candidates' refinement kept short."""
     import sklearn_compat.unpaired as module
+    from sklearn_compat._unpaired import start
 
-    monkeypatch.setattr(module, "_DISJOINT_QAP_RESTARTS", 30)
-    monkeypatch.setattr(module, "_DISJOINT_RUNS", 4)
     monkeypatch.setattr(module, "_CANDIDATE_PATIENCE", 5)
     monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 40)
-    d = 16
     Q = ortho_group.rvs(d, random_state=1)
-    X, Y = mixture(500, d, 1), mixture(500, d, 2) @ Q
-    aligner = UnpairedProcrustesAligner(init="disjoint", n_init=1, random_state=0)
+    calls = []
+
+    def planted(Xs, Ys, *, reverse, **kwargs):
+        r = len(calls)
+        calls.append(r)
+        W = Q if r in right_restarts else ortho_group.rvs(d, random_state=100 + r)
+        W = torch.as_tensor(W)
+        return W, start.mean_best_csls(Xs, Ys, W) + (1.0 if r in right_restarts else 0.0)
+
+    monkeypatch.setattr(module._starts, "oriented_disjoint_start", planted)
+    X, Y = mixture(600, d, 1, n_centres=160), mixture(600, d, 2, n_centres=160) @ Q
+    return Q, X, Y, calls
+
+
+def test_disjoint_fit_confirms_a_single_right_candidate_without_a_second_start(monkeypatch):
+    # One right restart among eight: no second candidate agrees with it (before, such a
+    # fit always warned and ran all eight).  Its start refined again with fresh draws
+    # reaches the same map: the fit is confident, stops after the first four restarts,
+    # and keeps the right map.
+    Q, X, Y, calls = _planted_starts(monkeypatch, 64, right_restarts={1})
+    aligner = UnpairedProcrustesAligner(init="disjoint", n_init=8, random_state=0)
     fit_quietly(aligner, X, Y)
-    assert list(aligner.refined_scores_) == ["disjoint (0)"]
-    assert aligner.reproduced_["disjoint (0)"] > 0.9 and aligner.confidence_ >= 0.5
-    X_new = mixture(200, d, 3)
+    assert len(calls) == 4 and aligner.init_ == "disjoint (1)"
+    assert aligner.reproduced_["disjoint (1)"] > 0.9 and aligner.confidence_ >= 0.5
+    X_new = mixture(200, 64, 3, n_centres=160)
     assert aligner.score(X_new, X_new @ Q) > 0.9
+
+
+def test_disjoint_fit_does_not_confirm_wrong_starts_refined_twice(monkeypatch):
+    # Every start is wrong: each best candidate's second refinement ends elsewhere (a
+    # shared start is not counted as agreement), so all restarts run and the fit warns.
+    _, X, Y, calls = _planted_starts(monkeypatch, 64, right_restarts=set())
+    with pytest.warns(UnreliableAlignmentWarning, match="second refinement"):
+        aligner = UnpairedProcrustesAligner(init="disjoint", n_init=5, random_state=0).fit(X, Y)
+    assert len(calls) == 5 and aligner.confidence_ == 0
+    # the chance level of a pair from one start in 64 dimensions: 6 / sqrt(64)
+    assert len(aligner.reproduced_) >= 1 and max(aligner.reproduced_.values()) < 0.75
 
 
 def test_disjoint_restarts_alternate_their_source_side():
