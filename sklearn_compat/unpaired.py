@@ -46,7 +46,7 @@ _STOCHASTIC_CANDIDATES = 3
 # coarse structure any two sets of embeddings share, too few to keep items.
 _NULL_CLUSTERS = 64
 # Disjoint restarts: _MIN_RESTARTS before the two best are refined, then more only while
-# no two refined candidates agree.
+# no map has been reached twice (see _disjoint_confidence).
 _MIN_RESTARTS = 4
 # confidence_ of a disjoint fit from the agreement of two refinements: 0 at the chance
 # level (the larger of 0.3 and _AGREEMENT_SPREADS / sqrt(d), three times the spread by which
@@ -224,18 +224,19 @@ class UnpairedProcrustesAligner(BaseAligner):
         held-out rows: the share of held-out rows with a mutual partner beyond what a
         target with Y's clusters and no items gives.  0 when a side has fewer than 100
         rows.  Computed without any true pairs.  With ``init="disjoint"`` it comes from
-        the refinements instead: ``(agreement_ - chance) / 0.4`` clipped to [0, 1]
-        (chance: the larger of 0.3 and ``3 / sqrt(d)``, three times the spread by which
-        two random maps agree), so it is above 0 only when one map was reached twice
-        from independent draws: by two restarts' refinements, or by a candidate's
-        refinement and the second refinement of its start (``reproduced_``).  What it
-        can tell: that the refiner is pulled to this map, not to wherever its draws
-        happened to end; a wrong start's two refinements end at unrelated maps (they
-        keep too little of the start to agree through it), and so do those of random
-        or unrelated clustered clouds.  What it cannot tell: how good retrieval under
-        the map is (a map at half of supervised top-1 and one at 0.8 can both be
-        reached twice), nor that a fit which warns is wrong (a right start that a
-        second refinement fails to catch leaves the fit warning).
+        the refinements instead: ``(agreement_ - chance) / 0.4`` clipped to [0, 1], so
+        it is above 0 only when one map was reached twice from independent draws: by
+        two restarts' refinements (chance: the larger of 0.3 and ``3 / sqrt(d)``, three
+        times the spread by which two random maps agree), or by a candidate's
+        refinement and a second refinement of its own start (``reproduced_``; chance:
+        the larger of 0.3 and ``6 / sqrt(d)``, since the two share the start's choice of
+        which clusters lie on which, and where that choice fixes much of the map -- few
+        dimensions, unrelated clustered clouds -- they agree through it alone; in 36
+        dimensions or fewer such a pair never counts).  What it can tell: that the
+        refiner is pulled to this map from independent draws, not to wherever one
+        draw happened to end.  What it cannot tell: how good retrieval under the map
+        is (it is no estimate of top-1), nor that a fit which warns is wrong (a right
+        start that the second refinement fails to catch leaves the fit warning).
     mutual_share_ : float
         Share of the held-out rows of X (a random fifth of the rows used, never a seed
         pair's, left out of every dictionary) that are in a mutual CSLS nearest-neighbour
