@@ -776,16 +776,18 @@ def _disjoint_confidence(scores, refined, refined_scores, again=None):
     their map independently: two refined candidates (different restarts), or a refined
     candidate and the second refinement of the same start with fresh draws (``again``:
     label -> that map).  A right start is caught again by a second refinement; a wrong
-    one's refinements end at unrelated maps (a refinement keeps little of its start, so
-    the shared start does not make them agree).  ``confidence = (agreement - chance) /
-    0.4`` clipped to [0, 1], chance being the larger of 0.3 and ``3 / sqrt(d)`` (three
-    times the spread by which two random maps agree).  ``kept`` is the candidate with
-    the higher refined criterion of the agreeing pair (the candidate itself when it
-    agrees with its own second refinement) when agreement is beyond chance, otherwise
-    the highest refined criterion of all (the best start by criterion when none is
-    refined).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0 with three or
-    fewer) is reported, not counted: a start that stands out may still be refined to a
-    poor map."""
+    one's two refinements end at less alike maps.  ``confidence = (agreement - chance) /
+    0.4`` clipped to [0, 1], the largest over all pairs, chance being the larger of 0.3
+    and ``3 / sqrt(d)`` (three times the spread by which two random maps agree) for two
+    restarts, and of 0.3 and ``6 / sqrt(d)`` for one start refined twice: the two share
+    its choice of which clusters lie on which, and where that choice fixes much of the
+    map (few dimensions, clustered clouds) they agree through it alone.  ``kept`` is the
+    candidate with the higher refined criterion of the agreeing pair (the candidate
+    itself when it agrees with its own second refinement) when agreement is beyond
+    chance, otherwise the highest refined criterion of all (the best start by criterion
+    when none is refined).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0
+    with three or fewer) is reported, not counted: a start that stands out may still be
+    refined to a poor map."""
     again = again or {}
     stand = _confidence.stand_out(list(scores.values())) if len(scores) > 3 else 0.0
     if not refined_scores:
