@@ -8,7 +8,8 @@ reports per restart the side it started from, paired top-1 on the test split as 
 to supervised Procrustes on all the training items paired (``start``: after the anchor
 rounds, in the common form), the restart's criterion (mean best CSLS, which ranks the
 restarts), the criterion after refinement on the start sample (for the restarts that were
-refined as one of the two best) and its seconds; then one row for the fit: paired top-1 of
+refined as one of the two best) and its seconds; then one row for the fit (naming the kept
+restart and the agreement of each twice-refined start's two refinements): paired top-1 of
 the fitted map as a ratio to supervised (``final``), ``confidence_``, whether it warned,
 and the whole fit's seconds.
 
@@ -103,7 +104,9 @@ def fit_disjoint(X, Y, X_test, Y_test, n_init, seed=0):
     final = aligner.score(X_test, Y_test) / supervised
     yield (
         sides,
-        f"fit (kept {aligner.init_})",
+        f"fit (kept {aligner.init_}; reproduced "
+        + ", ".join(f"{c[10:-1]}: {a:.3f}" for c, a in aligner.reproduced_.items())
+        + ")",
         "",
         "",
         "",

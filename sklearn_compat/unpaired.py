@@ -46,11 +46,17 @@ _STOCHASTIC_CANDIDATES = 3
 # coarse structure any two sets of embeddings share, too few to keep items.
 _NULL_CLUSTERS = 64
 # Disjoint restarts: _MIN_RESTARTS before the two best are refined, then more only while
-# no two refined candidates agree.
+# no map has been reached twice (see _disjoint_confidence).
 _MIN_RESTARTS = 4
-# confidence_ of a disjoint fit from the agreement of the two best refined candidates:
-# 0 at the chance level (at least 0.3), 1 at 0.4 above it.
-_AGREEMENT_FLOOR, _AGREEMENT_SPAN = 0.3, 0.4
+# confidence_ of a disjoint fit from the agreement of two refinements: 0 at the chance
+# level (the larger of 0.3 and _AGREEMENT_SPREADS / sqrt(d), three times the spread by which
+# two random maps agree; twice that for two refinements of one start, which share its
+# choice of which clusters lie on which: unrelated make_blobs clouds in 16 dimensions
+# refined twice from one start agree to 0.75), 1 at 0.4 above it.
+_AGREEMENT_FLOOR, _AGREEMENT_SPAN, _AGREEMENT_SPREADS = 0.3, 0.4, 3.0
+# The floor of a pair from one start: on design e5 / MiniLM glosses a start refined twice
+# agreed to 0.36 for a fit that ended at 0.43 of supervised, 0.47-0.49 for right ones.
+_SAME_START_FLOOR = 0.35
 # A disjoint candidate's refinement on the start sample: stochastic dictionary induction's
 # patience (rounds without gain before more similarities are kept) and most rounds.
 _CANDIDATE_PATIENCE, _CANDIDATE_ROUNDS = 30, 400
@@ -60,8 +66,10 @@ _REFINE_EVERY = 4
 # Each disjoint restart: k-means partitions per side matched by quadratic assignment, and
 # FAQ restarts per match (see disjoint_start).
 _DISJOINT_RUNS, _DISJOINT_QAP_RESTARTS = 10, 100
-# A disjoint search stops once its confidence reaches this.
-_CLEARLY_DISJOINT = 0.5
+# A disjoint search stops once its confidence reaches this: agreement 0.1 above chance
+# (right candidates refined twice on real glosses agreed to 0.47-0.49, wrong ones to
+# 0.19-0.24, against a chance level of 0.35 in 384 dimensions).
+_CLEARLY_DISJOINT = 0.25
 # Fewest candidate starts the null's search tries (see _null_share).
 _NULL_MIN_CANDIDATES = 5
 
@@ -138,22 +146,23 @@ class UnpairedProcrustesAligner(BaseAligner):
         finer anchors carried by the map itself (64 up to 512 clusters); restarts
         alternate which side is the source and are ranked by the mean best CSLS of both
         sides under their map.  The two best starts are refined on the start sample
-        (pulling each row towards the mean of its nearest Y rows, over 200 down to 10 of
-        them, then vecmap's stochastic dictionary induction); more restarts run, and
-        their best refined, only until two refined candidates reach the same map (see
-        ``confidence_``); the kept map is self-learned on every row from both
-        directions' CSLS best matches.  Experimental: each restart costs about ten
-        seconds and each refined candidate under a minute on a few thousand rows of a
-        few hundred dimensions (one CPU core); a start must be roughly right (about a
-        quarter of supervised top-1) to be refined to the right map (see the User
-        Guide).
+        (vecmap's stochastic dictionary induction, then pulling each row towards the
+        mean of its 10 nearest Y rows), and the start of the best refined candidate is
+        refined a second time with fresh draws; more restarts run, and their best
+        refined, only until a refined candidate is reached again, by another restart's
+        refinement or by its own start's second one (see ``confidence_``); the kept map
+        is self-learned on every row from both directions' CSLS best matches.
+        Experimental: each restart costs about ten seconds and each refinement one to
+        two minutes on a few thousand rows of a few hundred dimensions (one CPU core); a
+        start must be roughly right (about a tenth of supervised top-1 or more) to be
+        refined to the right map (see the User Guide).
     n_init : int, default=8
         Random restarts of the cluster start (k-means seeds), each tried in both
         directions.  The sorted-profile start is deterministic given its sample.  With
         ``init="disjoint"``: the most disjoint restarts (even ones from X onto Y, odd ones
         from Y onto X, transposed); four run (all of them when ``n_init`` is smaller)
-        before the two best are refined, more only while no two refined candidates have
-        reached the same map (see ``confidence_``).  On real text embeddings few
+        before the two best are refined, more only while no refined candidate has been
+        reached again (see ``confidence_``).  On real text embeddings few
         restarts start well (see the User Guide): raise it for such data.
     n_clusters : int, default=8
         Clusters per side whose centroids the cluster start matches (at least 2, at most
@@ -217,7 +226,20 @@ class UnpairedProcrustesAligner(BaseAligner):
         [0, 1], with ``se`` the standard error of the difference of the two shares on the
         held-out rows: the share of held-out rows with a mutual partner beyond what a
         target with Y's clusters and no items gives.  0 when a side has fewer than 100
-        rows.  Computed without any true pairs.
+        rows.  Computed without any true pairs.  With ``init="disjoint"`` it comes from
+        the refinements instead: ``(agreement_ - chance) / 0.4`` clipped to [0, 1], so
+        it is above 0 only when one map was reached twice from independent draws: by
+        two restarts' refinements (chance: the larger of 0.3 and ``3 / sqrt(d)``, three
+        times the spread by which two random maps agree), or by a candidate's
+        refinement and a second refinement of its own start (``reproduced_``; chance:
+        the larger of 0.35 and ``6 / sqrt(d)``, since the two share the start's choice of
+        which clusters lie on which, and where that choice fixes much of the map -- few
+        dimensions, unrelated clustered clouds -- they agree through it alone; in 36
+        dimensions or fewer such a pair never counts).  What it can tell: that the
+        refiner is pulled to this map from independent draws, not to wherever one
+        draw happened to end.  What it cannot tell: how good retrieval under the map
+        is (it is no estimate of top-1), nor that a fit which warns is wrong (a right
+        start that the second refinement fails to catch leaves the fit warning).
     mutual_share_ : float
         Share of the held-out rows of X (a random fifth of the rows used, never a seed
         pair's, left out of every dictionary) that are in a mutual CSLS nearest-neighbour
@@ -227,11 +249,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         self-learning) run against a Gaussian mixture with the means and covariances of
         Y's k-means clusters (about ``sqrt(n)`` of them, at most 64), seed pairs' rows
         kept: what structure alone gives.  NaN when a side has fewer than 100 rows.
-        With ``init="disjoint"`` it is computed from the restarts instead:
-        ``(agreement_ - chance) / 0.4`` clipped to [0, 1] (chance: the larger of 0.3 and
-        ``3 / sqrt(d)``, three times the spread two random maps agree by), so it is above
-        0 only when two independent restarts, refined, reach the same map.  A single
-        restart refined to the right map is not enough: such a fit warns.
+        NaN with ``init="disjoint"`` (see ``confidence_``).
     stand_out_ : float
         ``init="disjoint"``: how far the best restart's criterion (mean best CSLS) stands
         above the others' median, in units of their robust spread (at least 0.001); 0
@@ -239,13 +257,17 @@ class UnpairedProcrustesAligner(BaseAligner):
         NaN otherwise.
     agreement_ : float
         ``init="disjoint"``: the largest agreement ``trace(W1^T W2) / min(d_x, d_y)``
-        (1: the same map, about 0 for unrelated ones) between two refined candidates.
-        NaN otherwise.
+        (1: the same map, about 0 for unrelated ones) between two refined candidates, or
+        between a candidate and its start's second refinement.  NaN otherwise.
+    reproduced_ : dict
+        ``init="disjoint"`` only: for each refined candidate whose start was refined a
+        second time (the best refined candidate at each stage), the agreement of the two
+        refinements.
     refined_scores_ : dict
         ``init="disjoint"`` only: the criterion (mean best CSLS) of each restart that was
         refined on the start sample (at each stage, the two best starts by criterion).
-        ``init_`` is the better of the two that agree when two do, otherwise the
-        highest.
+        ``init_`` is the better of the two that agree when two do (the candidate itself
+        when its start's second refinement agrees with it), otherwise the highest.
     start_seconds_ : dict
         ``init="disjoint"`` only: seconds each restart took (its start, and its
         refinement on the start sample when it was refined).
@@ -290,6 +312,9 @@ class UnpairedProcrustesAligner(BaseAligner):
        Candidate starts are refined from the sample of X onto every row of Y in use, not
        onto an independent sample of Y, which left same-item sides larger than
        ``start_rows`` sharing few of their sampled items.
+       With ``init="disjoint"``, a candidate whose start's second refinement reaches
+       the same map counts as confirmed (before, only two restarts' refinements could
+       agree, so a fit with one right restart always warned), and the search stops there.
 
     References
     ----------
@@ -443,9 +468,10 @@ class UnpairedProcrustesAligner(BaseAligner):
             )
         elif self.confidence_ < self.min_confidence and self.init == "disjoint":
             _warn_unreliable(
-                f"confidence_={self.confidence_:.3f} (no two of the "
-                f"{len(self.refined_scores_)} refined candidates among "
-                f"{len(self.start_scores_)} disjoint restarts reach the same map) is below "
+                f"confidence_={self.confidence_:.3f} (no map was reached twice: neither "
+                f"two of the {len(self.refined_scores_)} refined candidates among "
+                f"{len(self.start_scores_)} disjoint restarts nor a candidate and its "
+                f"start's second refinement agree) is below "
                 f"min_confidence={self.min_confidence}"
             )
         elif self.confidence_ < self.min_confidence:
@@ -465,7 +491,7 @@ class UnpairedProcrustesAligner(BaseAligner):
         sx = _sample(len(Xw), self.start_rows, rng, none)
         sy = _sample(len(Yw), self.start_rows, rng, none)
         A, B = Xw[torch.as_tensor(sx, device=Xw.device)], Yw[torch.as_tensor(sy, device=Yw.device)]
-        scores, maps, refined, refined_scores = {}, {}, {}, {}
+        scores, maps, refined, refined_scores, again = {}, {}, {}, {}, {}
         self.start_seconds_ = {}
         for restart in range(self.n_init):
             began = time.perf_counter()
@@ -493,11 +519,22 @@ class UnpairedProcrustesAligner(BaseAligner):
                 refined[candidate] = _refine_candidate(A, B, maps[candidate], generator)
                 refined_scores[candidate] = _starts.mean_best_csls(A, B, refined[candidate])
                 self.start_seconds_[candidate] += time.perf_counter() - began
-            if _disjoint_confidence(scores, refined, refined_scores)[0] >= _CLEARLY_DISJOINT:
+            # the best refined candidate, refined again from its start with fresh draws: a
+            # right start's second refinement reaches the same map, a wrong one's does not
+            leader = max(refined_scores, key=refined_scores.get)
+            if leader not in again:
+                began = time.perf_counter()
+                again[leader] = _refine_candidate(A, B, maps[leader], generator)
+                self.start_seconds_[leader] += time.perf_counter() - began
+            if (
+                _disjoint_confidence(scores, refined, refined_scores, again)[0]
+                >= _CLEARLY_DISJOINT
+            ):
                 break
         self.start_scores_, self.refined_scores_ = scores, refined_scores
+        self.reproduced_ = {c: _confidence.agreement(refined[c], again[c]) for c in again}
         confidence, self.stand_out_, self.agreement_, best = _disjoint_confidence(
-            scores, refined, refined_scores
+            scores, refined, refined_scores, again
         )
         self.confidence_, self.init_ = confidence, best
         self.mutual_share_ = self.chance_share_ = float("nan")
@@ -735,35 +772,53 @@ def _refine_candidate(A, B, W, generator):
     return W
 
 
-def _disjoint_confidence(scores, refined, refined_scores):
+def _disjoint_confidence(scores, refined, refined_scores, again=None):
     """``(confidence, stand_out, agreement, kept)`` of the disjoint restarts so far.
 
-    ``agreement`` is the largest :func:`agreement` between two refined candidates:
-    independent restarts that the refiner carries to the same map are the evidence (a
-    wrong start's refinement ends wherever it began).  ``confidence = (agreement -
-    chance) / 0.4`` clipped to [0, 1], chance being the larger of 0.3 and ``3 / sqrt(d)``
-    (three times the spread by which two random maps agree).  ``kept`` is the candidate
-    with the higher refined criterion of that pair when it agrees beyond chance,
-    otherwise the highest refined criterion of all (the best start by criterion when
-    none is refined).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0 with
-    three or fewer) is reported, not counted: a start that stands out may still be
+    ``agreement`` is the largest :func:`agreement` between two refinements that reached
+    their map independently: two refined candidates (different restarts), or a refined
+    candidate and the second refinement of the same start with fresh draws (``again``:
+    label -> that map).  A right start is caught again by a second refinement; a wrong
+    one's two refinements end at less alike maps.  ``confidence = (agreement - chance) /
+    0.4`` clipped to [0, 1], the largest over all pairs, chance being the larger of 0.3
+    and ``3 / sqrt(d)`` (three times the spread by which two random maps agree) for two
+    restarts, and of 0.35 and ``6 / sqrt(d)`` for one start refined twice: the two share
+    its choice of which clusters lie on which, and where that choice fixes much of the
+    map (few dimensions, clustered clouds) they agree through it alone.  ``kept`` is the
+    candidate with the higher refined criterion of the agreeing pair (the candidate
+    itself when it agrees with its own second refinement) when agreement is beyond
+    chance, otherwise the highest refined criterion of all (the best start by criterion
+    when none is refined).  ``stand_out`` (:func:`stand_out` of the starts' criteria, 0
+    with three or fewer) is reported, not counted: a start that stands out may still be
     refined to a poor map."""
+    again = again or {}
     stand = _confidence.stand_out(list(scores.values())) if len(scores) > 3 else 0.0
     if not refined_scores:
         return 0.0, stand, 0.0, max(scores, key=scores.get)
     kept = max(refined_scores, key=refined_scores.get)
     labels = sorted(refined_scores)
-    pairs = [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :]]
+    pairs = [
+        (refined[a], refined[b], (a, b)) for i, a in enumerate(labels) for b in labels[i + 1 :]
+    ]
+    pairs += [(refined[c], again[c], (c,)) for c in sorted(again) if c in refined]
     if not pairs:
         return 0.0, stand, 0.0, kept
-    agree, (a, b) = max(
-        ((_confidence.agreement(refined[a], refined[b]), (a, b)) for a, b in pairs),
-        key=lambda item: item[0],
+
+    def beyond(W1, W2, which):
+        # a pair from one start shares the start's coarse choice (which clusters lie on
+        # which): it needs twice the spreads of two random maps
+        one_start = len(which) == 1
+        spreads = _AGREEMENT_SPREADS * (2 if one_start else 1)
+        floor = _SAME_START_FLOOR if one_start else _AGREEMENT_FLOOR
+        chance = max(floor, spreads / np.sqrt(min(W1.shape)))
+        agree = _confidence.agreement(W1, W2)
+        return float(np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0)), agree, which
+
+    confidence, agree, which = max(
+        (beyond(W1, W2, which) for W1, W2, which in pairs), key=lambda item: item[:2]
     )
-    chance = max(_AGREEMENT_FLOOR, 3.0 / np.sqrt(min(refined[a].shape)))
-    confidence = float(np.clip((agree - chance) / _AGREEMENT_SPAN, 0.0, 1.0))
     if confidence > 0:
-        kept = max((a, b), key=refined_scores.get)
+        kept = max(which, key=refined_scores.get)
     return confidence, stand, agree, kept
 
 

@@ -460,6 +460,77 @@ def test_disjoint_confidence_needs_two_refined_restarts_that_agree():
     assert _disjoint_confidence(alike, maps, {})[::3] == (0, 0)
 
 
+def test_disjoint_confidence_counts_a_candidate_its_second_refinement_reached_again():
+    from sklearn_compat.unpaired import _disjoint_confidence
+
+    rng = np.random.default_rng(0)
+    maps = {i: torch.as_tensor(ortho_group.rvs(64, random_state=i)) for i in range(3)}
+    crits = {0: 0.13, 1: 0.15, 2: 0.14}
+    # the second refinement of candidate 1's start reached the same map: one right
+    # candidate is evidence enough, and it is the one kept
+    near = {1: maps[1] + 0.01 * torch.as_tensor(rng.normal(size=(64, 64)))}
+    confidence, _, agree, kept = _disjoint_confidence(crits, maps, crits, near)
+    assert agree > 0.9 and confidence > 0.5 and kept == 1
+    # a second refinement that ended at an unrelated map (a wrong start): no evidence,
+    # whichever candidate it belongs to
+    far = {1: torch.as_tensor(ortho_group.rvs(64, random_state=9))}
+    assert _disjoint_confidence(crits, maps, crits, far)[0] == 0
+    assert _disjoint_confidence(crits, maps, crits, {})[0] == 0
+
+
+def _planted_starts(monkeypatch, d, right_restarts):
+    """X and Y different draws of one mixture (more centres than dimensions, so that the
+    rows pin the whole map down), Y rotated by Q; the disjoint start replaced
+    by Q itself for the restarts in ``right_restarts`` and by unrelated rotations (ranked
+    below it) for the others; the candidates' refinement kept short."""
+    import sklearn_compat.unpaired as module
+    from sklearn_compat._unpaired import start
+
+    monkeypatch.setattr(module, "_CANDIDATE_PATIENCE", 5)
+    monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 40)
+    Q = ortho_group.rvs(d, random_state=1)
+    calls = []
+
+    def planted(Xs, Ys, *, reverse, **kwargs):
+        r = len(calls)
+        calls.append(r)
+        W = Q if r in right_restarts else ortho_group.rvs(d, random_state=100 + r)
+        W = torch.as_tensor(W)
+        return W, start.mean_best_csls(Xs, Ys, W) + (1.0 if r in right_restarts else 0.0)
+
+    monkeypatch.setattr(module._starts, "oriented_disjoint_start", planted)
+    X, Y = mixture(600, d, 1, n_centres=160), mixture(600, d, 2, n_centres=160) @ Q
+    return Q, X, Y, calls
+
+
+def test_disjoint_fit_confirms_a_single_right_candidate_without_a_second_start(monkeypatch):
+    # One right restart among eight: no second candidate agrees with it (before, such a
+    # fit always warned and ran all eight).  Its start refined again with fresh draws
+    # reaches the same map: the fit is confident, stops after the first four restarts,
+    # and keeps the right map.
+    Q, X, Y, calls = _planted_starts(monkeypatch, 64, right_restarts={1})
+    aligner = UnpairedProcrustesAligner(init="disjoint", n_init=8, random_state=0)
+    fit_quietly(aligner, X, Y)
+    assert len(calls) == 4 and aligner.init_ == "disjoint (1)"
+    assert aligner.reproduced_["disjoint (1)"] > 0.9 and aligner.confidence_ >= 0.5
+    X_new = mixture(200, 64, 3, n_centres=160)
+    assert aligner.score(X_new, X_new @ Q) > 0.9
+
+
+def test_disjoint_fit_does_not_confirm_wrong_starts_refined_twice(monkeypatch):
+    # Every start is wrong: each best candidate's second refinement ends elsewhere (a
+    # shared start is not counted as agreement), so all restarts run and the fit warns.
+    import sklearn_compat.unpaired as module
+
+    _, X, Y, calls = _planted_starts(monkeypatch, 64, right_restarts=set())
+    monkeypatch.setattr(module, "_CANDIDATE_ROUNDS", 15)  # shorter: closer to the start
+    with pytest.warns(UnreliableAlignmentWarning, match="second refinement"):
+        aligner = UnpairedProcrustesAligner(init="disjoint", n_init=5, random_state=0).fit(X, Y)
+    assert len(calls) == 5 and aligner.confidence_ == 0
+    # the chance level of a pair from one start in 64 dimensions: 6 / sqrt(64)
+    assert len(aligner.reproduced_) >= 1 and max(aligner.reproduced_.values()) < 0.75
+
+
 def test_disjoint_restarts_alternate_their_source_side():
     from sklearn_compat._unpaired import start
 
@@ -496,6 +567,8 @@ def test_disjoint_fit_warns_on_random_clouds(monkeypatch):
         aligner = UnpairedProcrustesAligner(init="disjoint", n_init=4, random_state=0).fit(X, Y)
     assert len(aligner.start_scores_) == 4  # no restart stood out: all were tried
     assert aligner.confidence_ < aligner.min_confidence
+    # the best candidate's start, refined again, ends at another map
+    assert aligner.reproduced_ and max(aligner.reproduced_.values()) < 0.75
 
 
 def test_disjoint_fit_warns_on_unrelated_clustered_data(monkeypatch):
@@ -516,6 +589,7 @@ def test_disjoint_fit_warns_on_unrelated_clustered_data(monkeypatch):
     # below chance: 3 / sqrt(16), three times the spread two random maps agree by
     assert aligner.confidence_ == 0 and aligner.agreement_ < 0.75
     assert len(aligner.refined_scores_) >= 2
+    assert aligner.reproduced_ and max(aligner.reproduced_.values()) < 0.75
 
 
 @pytest.mark.parametrize("k", [6, 10])
