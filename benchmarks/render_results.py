@@ -56,6 +56,8 @@ ORDER = [
     "unpaired_large",
     "unpaired_ceiling",
     "unpaired_disjoint",
+    "unpaired_disjoint_7400",
+    "unpaired_last_stage",
     "gpu",
 ]
 #: Records whose per-run tables the user guide prints in full: the page shows one summary
@@ -67,7 +69,10 @@ IN_FULL_ELSEWHERE = {
 }
 # Benchmarks whose per-restart tables only a user guide page prints: here the heading, the
 # run's paragraph and a pointer.
-TABLES_ELSEWHERE = {"unpaired_disjoint": "docs/user_guide/unpaired.md"}
+TABLES_ELSEWHERE = {
+    "unpaired_disjoint": "docs/user_guide/unpaired.md",
+    "unpaired_disjoint_7400": "docs/user_guide/unpaired.md",
+}
 # Benchmarks whose first table (a summary) is shown here, the others only on a user guide
 # page, which prints every one of their rows.
 FIRST_TABLE_HERE = {"refit": "docs/user_guide/upgrade.md"}

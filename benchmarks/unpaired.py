@@ -33,6 +33,7 @@ from _common import (  # noqa: E402
     PAIRS_ROOT,
     add_json_arguments,
     add_threads_argument,
+    cached_pairs,
     limit_threads,
     load_npz_pair,
     table,
@@ -67,7 +68,7 @@ def real_pairs(names, rows):
     """``(name, X_train, Y_train, X_test, Y_test)`` of each pair asked for (all: every
     cached pair and the MNIST pairs), training rows cut to ``rows``."""
     if not names:
-        names = sorted(p.stem for p in Path(PAIRS_ROOT).glob("*.npz"))
+        names = [p.stem for p in cached_pairs()]
         names += [f"mnist_{a}_{b}" for a, b in MNIST_PAIRS]
     for name in names:
         if name.startswith("mnist_"):

@@ -389,6 +389,33 @@ def test_disjoint_refine_leaves_a_start_right_only_along_the_leading_directions(
     assert max(reached) > 0.99  # a restart's draws find the whole map
 
 
+def test_disjoint_fit_last_stage_leaves_a_candidate_right_only_along_leading_directions(
+    monkeypatch,
+):
+    # The kept candidate maps the leading directions right and the rest at random (every
+    # restart starts there, the candidates' refinement left out).  Union self-learning on
+    # the working rows (the old last stage) keeps that map; the last disjoint_refine pass
+    # finds the whole rotation.
+    import sklearn_compat.unpaired as module
+
+    d = 16
+    Q = ortho_group.rvs(d, random_state=2)
+    R = np.eye(d)
+    R[4:, 4:] = ortho_group.rvs(12, random_state=11)
+    start = torch.as_tensor(R @ Q)
+    monkeypatch.setattr(
+        module._starts, "oriented_disjoint_start", lambda A, B, **kw: (start.clone(), 0.0)
+    )
+    monkeypatch.setattr(module, "_refine_candidate", lambda A, B, W, generator: W)
+    X, Y = mixture(600, d, 5), mixture(600, d, 6) @ Q
+    aligner = UnpairedProcrustesAligner(init="disjoint", n_init=4, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreliableAlignmentWarning)
+        aligner.fit(X, Y)
+    X_new = mixture(200, d, 3)
+    assert aligner.score(X_new, X_new @ Q) > 0.95  # the old last stage: 0.70
+
+
 def test_disjoint_refine_passes_again_only_while_the_criterion_rises(monkeypatch):
     from sklearn_compat._unpaired import refine
     from sklearn_compat._unpaired.confidence import agreement

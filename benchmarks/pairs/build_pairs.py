@@ -274,20 +274,49 @@ def encode(model, corpus, texts, name):
     return _MEMO[key]
 
 
+def held_aside_sample(seed):
+    """The glosses ``build_heldout_pairs.py`` draws with held-aside ``seed``
+    (``wordnet_glosses``' four lists).
+
+    Seeds of ``held_aside.DISJOINT_SEEDS`` draw from the glosses that neither the earlier
+    held-aside samples nor the 6,000-gloss design sample hold.
+    """
+    from held_aside import DESIGN_GLOSS_SAMPLE, DISJOINT_SEEDS, N_GLOSSES, SEEDS
+
+    exclude = frozenset()
+    if seed in DISJOINT_SEEDS:
+        texts = set(wordnet_glosses(*DESIGN_GLOSS_SAMPLE)[1])
+        for earlier in SEEDS[: SEEDS.index(seed)]:
+            texts.update(held_aside_sample(earlier)[1])
+        exclude = frozenset(texts)
+    return wordnet_glosses(N_GLOSSES[seed], seed, exclude)
+
+
 def held_aside_glosses():
-    """The gloss texts of the held-aside pairs (``build_heldout_pairs.py``: 5,000 glosses
-    drawn with each of its seeds), which a design pair must not contain."""
+    """The gloss texts of every held-aside pair (``build_heldout_pairs.py``: the sample of
+    each seed of ``held_aside.SEEDS``), which a design pair must not contain."""
     from held_aside import SEEDS
 
     texts = set()
     for seed in SEEDS:
-        texts.update(wordnet_glosses(5000, seed)[1])
+        texts.update(held_aside_sample(seed)[1])
     return frozenset(texts)
 
 
-def text_pair(name, corpus, n, n_train, new, old, seed, exclude_held_aside=False):
+def text_pair(
+    name, corpus, n, n_train, new, old, seed, exclude_held_aside=False, held_aside_seed=False
+):
     t0 = time.time()
-    if corpus == "glosses":
+    if corpus == "glosses" and held_aside_seed:
+        ids, texts, labels, label_names = held_aside_sample(seed)
+        if len(texts) != n:
+            fail(f"{name}: held_aside.N_GLOSSES[{seed}] is {len(texts)}, not {n}")
+        corpus_desc = (
+            "WordNet 3.0 synset definitions (glosses, examples stripped), "
+            f"random sample (seed {seed}) from package wn {version('wn')}, "
+            "none of another pair's glosses (design or held-aside)"
+        )
+    elif corpus == "glosses":
         exclude = held_aside_glosses() if exclude_held_aside else frozenset()
         ids, texts, labels, label_names = wordnet_glosses(n, seed, exclude)
         corpus_desc = (
