@@ -56,6 +56,7 @@ ORDER = [
     "unpaired_large",
     "unpaired_ceiling",
     "unpaired_disjoint",
+    "unpaired_disjoint_heldout_d",
     "unpaired_disjoint_7400",
     "unpaired_last_stage",
     "gpu",
@@ -71,6 +72,7 @@ IN_FULL_ELSEWHERE = {
 # run's paragraph and a pointer.
 TABLES_ELSEWHERE = {
     "unpaired_disjoint": "docs/user_guide/unpaired.md",
+    "unpaired_disjoint_heldout_d": "docs/user_guide/unpaired.md",
     "unpaired_disjoint_7400": "docs/user_guide/unpaired.md",
 }
 # Benchmarks whose first table (a summary) is shown here, the others only on a user guide
