@@ -51,6 +51,28 @@ def disjoint_halves(n):
     return np.sort(halves[: n // 2]), np.sort(halves[n // 2 :])
 
 
+def common_form_judge(X, Y, X_test, Y_test):
+    """``(form, top1, truth)`` for judging maps of a pair's rows in the common form.
+
+    ``form`` puts rows in the unpaired search's common form (unit, centred, unit),
+    ``top1(W)`` is paired top-1 of the test split under ``W`` in that form, and ``truth``
+    is supervised Procrustes on all the training items paired, in that form (the map a
+    disjoint search is measured against).
+    """
+    from sklearn_compat._unpaired import common
+
+    def form(M):
+        return common.unit_centered(torch.as_tensor(M, dtype=torch.float32))
+
+    Xt, Yt = form(X_test), form(Y_test)
+
+    def top1(W):
+        sims = common.unit_rows(Xt @ W.float()) @ Yt.T
+        return float((sims.argmax(dim=1) == torch.arange(len(Xt))).float().mean())
+
+    return form, top1, common.orthogonal_fit(form(X), form(Y))
+
+
 def ceiling(X, Y, X_test, Y_test):
     """(supervised top-1, top-1 after self-learning from it on disjoint halves)."""
     from types import SimpleNamespace

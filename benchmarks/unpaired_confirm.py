@@ -68,23 +68,16 @@ def refine_fn(A, B, W, generator):
 
 def real(args):
     from unpaired import real_pairs
-    from unpaired_ceiling import disjoint_halves
+    from unpaired_ceiling import common_form_judge, disjoint_halves
 
-    from sklearn_compat._unpaired import common, start
+    from sklearn_compat._unpaired import start
     from sklearn_compat._unpaired.confidence import agreement
 
     ((name, X, Y, X_test, Y_test),) = real_pairs([args.pair], args.rows)
     if args.direction == "Y->X":
         X, Y, X_test, Y_test = Y, X, Y_test, X_test
-    form = lambda M: common.unit_centered(torch.as_tensor(M, dtype=torch.float32))  # noqa: E731
+    form, top1, truth = common_form_judge(X, Y, X_test, Y_test)
     first, second = disjoint_halves(len(X))
-    Xt, Yt = form(X_test), form(Y_test)
-
-    def top1(W):
-        sims = common.unit_rows(Xt @ W.float()) @ Yt.T
-        return float((sims.argmax(dim=1) == torch.arange(len(Xt))).float().mean())
-
-    truth = common.orthogonal_fit(form(X), form(Y))
     sup = top1(truth)
     rng = np.random.RandomState(args.seed)
     generator = torch.Generator().manual_seed(args.seed)

@@ -29,8 +29,6 @@ import time
 import warnings
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     add_json_arguments,
@@ -40,7 +38,7 @@ from _common import (  # noqa: E402
     write_results,
 )
 from unpaired import real_pairs  # noqa: E402
-from unpaired_ceiling import disjoint_halves  # noqa: E402
+from unpaired_ceiling import common_form_judge, disjoint_halves  # noqa: E402
 
 COLUMNS = [
     "pair",
@@ -61,18 +59,12 @@ COLUMNS = [
 def fit_disjoint(X, Y, X_test, Y_test, n_init, seed=0):
     """Cells of one row per restart, then of the fit's row, for the fit of X onto Y."""
     from sklearn_compat import OrthogonalProcrustesAligner, UnpairedProcrustesAligner
-    from sklearn_compat._unpaired import common, start
+    from sklearn_compat._unpaired import start
     from sklearn_compat.exceptions import UnreliableAlignmentWarning
 
-    form = lambda A: common.unit_centered(torch.as_tensor(A, dtype=torch.float32))  # noqa: E731
+    form, top1, truth = common_form_judge(X, Y, X_test, Y_test)
     first, second = disjoint_halves(len(X))
-    Xt, Yt = form(X_test), form(Y_test)
-
-    def top1(W):
-        sims = common.unit_rows(Xt @ W.float()) @ Yt.T
-        return float((sims.argmax(dim=1) == torch.arange(len(Xt))).float().mean())
-
-    common_supervised = top1(common.orthogonal_fit(form(X), form(Y)))
+    common_supervised = top1(truth)
     supervised = OrthogonalProcrustesAligner().fit(X, Y).score(X_test, Y_test)
     starts, original = [], start.oriented_disjoint_start
 

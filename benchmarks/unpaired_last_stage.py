@@ -45,7 +45,7 @@ from _common import (  # noqa: E402
     write_results,
 )
 from unpaired import real_pairs  # noqa: E402
-from unpaired_ceiling import disjoint_halves  # noqa: E402
+from unpaired_ceiling import common_form_judge, disjoint_halves  # noqa: E402
 from unpaired_refiner import mixing_for, perturbed  # noqa: E402
 
 COLUMNS = [
@@ -92,7 +92,7 @@ def last_stage(X, Y, X_test, Y_test, ratios, n_restarts, min_start, seed=0):
     from sklearn_compat._core.holdout import paired_hits
     from sklearn_compat._unpaired import common, start
 
-    form = lambda A: common.unit_centered(torch.as_tensor(A, dtype=torch.float32))  # noqa: E731
+    form, top1, truth = common_form_judge(X, Y, X_test, Y_test)
     first, second = disjoint_halves(len(X))
     Xr, Yr = X[first], Y[second]
     Xw, Yw = form(Xr), form(Yr)
@@ -100,13 +100,6 @@ def last_stage(X, Y, X_test, Y_test, ratios, n_restarts, min_start, seed=0):
     sx = np.sort(rng.choice(len(Xw), min(START_ROWS, len(Xw)), replace=False))
     sy = np.sort(rng.choice(len(Yw), min(START_ROWS, len(Yw)), replace=False))
     A, B = Xw[torch.as_tensor(sx)], Yw[torch.as_tensor(sy)]
-    Xt, Yt = form(X_test), form(Y_test)
-
-    def top1(W):
-        sims = common.unit_rows(Xt @ W.float()) @ Yt.T
-        return float((sims.argmax(dim=1) == torch.arange(len(Xt))).float().mean())
-
-    truth = common.orthogonal_fit(form(X), form(Y))
     common_supervised = top1(truth)
     supervised = OrthogonalProcrustesAligner().fit(X, Y).score(X_test, Y_test)
 

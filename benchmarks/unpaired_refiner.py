@@ -37,7 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import add_threads_argument, limit_threads, table, write_results  # noqa: E402
 from unpaired import real_pairs  # noqa: E402
-from unpaired_ceiling import disjoint_halves  # noqa: E402
+from unpaired_ceiling import common_form_judge, disjoint_halves  # noqa: E402
 
 COLUMNS = [
     "pair",
@@ -89,16 +89,9 @@ def basin(X, Y, X_test, Y_test, ratios, n_restarts, names, *, min_start=0.0, see
     import sklearn_compat.unpaired as estimator
     from sklearn_compat._unpaired import common, start
 
-    form = lambda A: common.unit_centered(torch.as_tensor(A, dtype=torch.float32))  # noqa: E731
+    form, top1, truth = common_form_judge(X, Y, X_test, Y_test)
     first, second = disjoint_halves(len(X))
     A, B = form(X[first]), form(Y[second])
-    Xt, Yt = form(X_test), form(Y_test)
-
-    def top1(W):
-        sims = common.unit_rows(Xt @ W.float()) @ Yt.T
-        return float((sims.argmax(dim=1) == torch.arange(len(Xt))).float().mean())
-
-    truth = common.orthogonal_fit(form(X), form(Y))
     supervised = top1(truth)
     score = lambda W: top1(W) / supervised  # noqa: E731
     starts = [("supervised", truth)]

@@ -28,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import add_threads_argument, limit_threads, table, write_results  # noqa: E402
 from unpaired import real_pairs  # noqa: E402
-from unpaired_ceiling import disjoint_halves  # noqa: E402
+from unpaired_ceiling import common_form_judge, disjoint_halves  # noqa: E402
 
 STAGES = {"desc": 0, "a3": 3, "a5": 5, "a8": 8, "a11": 11}
 
@@ -41,17 +41,11 @@ def stages(X, Y, X_test, Y_test, n_restarts, extra, *, seed=0, reverse=False, ru
     import sklearn_compat.unpaired as estimator
     from sklearn_compat._unpaired import common, start
 
-    form = lambda A: common.unit_centered(torch.as_tensor(A, dtype=torch.float32))  # noqa: E731
+    form, top1, truth = common_form_judge(X, Y, X_test, Y_test)
     first, second = disjoint_halves(len(X))
     A, B = form(X[first]), form(Y[second])
     S, T = (B, A) if reverse else (A, B)  # the start's source and target rows
-    Xt, Yt = form(X_test), form(Y_test)
-
-    def top1(W):
-        sims = common.unit_rows(Xt @ W.float()) @ Yt.T
-        return float((sims.argmax(dim=1) == torch.arange(len(Xt))).float().mean())
-
-    supervised = top1(common.orthogonal_fit(form(X), form(Y)))
+    supervised = top1(truth)
     rng, generator = np.random.RandomState(seed), torch.Generator().manual_seed(seed)
     watched = {v: k for k, v in STAGES.items()}
     for restart in range(n_restarts):
