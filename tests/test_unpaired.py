@@ -193,7 +193,8 @@ def test_cluster_start_recovers_a_noisy_rotation_from_shuffled_rows():
 def test_start_sample_keeps_its_partners_when_the_sides_exceed_start_rows():
     # 1,000 shuffled rows per side, candidates compared on 200 of X's. Refined onto all of
     # Y's rows, every sampled row has its partner, and the first cluster start is clearly
-    # right (every held-out row of the sample finds it). Refined onto an independent
+    # right (every held-out row of the sample finds it: the cluster start itself
+    # partitions all 1,000 rows, see the next test). Refined onto an independent
     # sample of 200 of Y's rows, only a fifth would, and no candidate would stand out.
     rng = np.random.default_rng(5)
     X = clustered(1000, 24, seed=5)
@@ -201,7 +202,32 @@ def test_start_sample_keeps_its_partners_when_the_sides_exceed_start_rows():
     Y = (X @ Q + 0.1 * rng.normal(size=X.shape))[rng.permutation(1000)]
     aligner = fit_quietly(UnpairedProcrustesAligner(start_rows=200, random_state=0), X, Y)
     assert max(aligner.start_scores_.values()) == 1.0
-    assert aligner.init_ == "cluster_match (X->Y, 0)"  # the search stopped there
+    # the search stopped at the first restart (either direction)
+    assert aligner.init_ in ("cluster_match (X->Y, 0)", "cluster_match (Y->X, 0)")
+    assert np.abs(aligner.W_ - Q).max() < 0.05
+
+
+def test_cluster_start_partitions_more_rows_than_start_rows(monkeypatch):
+    # The cluster start's partitions correspond across spaces far more often on a few
+    # thousand rows than on start_rows (2,000): it partitions up to 4,000 rows of its
+    # side, all of them here, while the candidates are still refined and compared from
+    # the 200-row start sample of X onto all of Y's rows.
+    from sklearn_compat._unpaired import start
+
+    real, seen = start.cluster_match_start, []
+
+    def recording(P, Q, **kwargs):
+        seen.append((P.shape[0], Q.shape[0]))
+        return real(P, Q, **kwargs)
+
+    monkeypatch.setattr(start, "cluster_match_start", recording)
+    rng = np.random.default_rng(5)
+    X = clustered(1000, 24, seed=5)
+    Q = ortho_group.rvs(24, random_state=5)
+    Y = (X @ Q + 0.1 * rng.normal(size=X.shape))[rng.permutation(1000)]
+    aligner = UnpairedProcrustesAligner(init="cluster_match", start_rows=200, random_state=0)
+    fit_quietly(aligner, X, Y)
+    assert seen and all(rows == (1000, 1000) for rows in seen)
     assert np.abs(aligner.W_ - Q).max() < 0.05
 
 
