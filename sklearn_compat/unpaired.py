@@ -504,9 +504,10 @@ class UnpairedProcrustesAligner(BaseAligner):
 
     def _fit_disjoint(self, Xw, Yw, seeds, rng, generator):
         """``init="disjoint"``: restarts of the disjoint start (alternating which side is
-        the source), the two best by criterion refined on the start sample until two of
-        them reach the same map, the better refined one refined once more on the working
-        rows.  Sets the search's fitted attributes; returns the map."""
+        the source), the best by criterion refined on the start sample (and the best
+        refined one's start refined again) until one map is reached twice, the kept one
+        refined once more on the working rows.  Sets the search's fitted attributes;
+        returns the map."""
         none = np.empty(0, dtype=np.int64)
         sx = _sample(len(Xw), self.start_rows, rng, none)
         sy = _sample(len(Yw), self.start_rows, rng, none)
