@@ -60,6 +60,22 @@ def signals(A, B, W0, Wc, rng, generator, refine, from_refined=True):
     return out, (W1, W2)
 
 
+def restart_map(A, B, restart, rng, generator):
+    """``(map, criterion)`` of the estimator's disjoint restart number ``restart`` (its
+    source side alternating, its partitions and QAP restarts as in the estimator)."""
+    from sklearn_compat._unpaired import start
+
+    return start.oriented_disjoint_start(
+        A,
+        B,
+        reverse=restart % 2 == 1,
+        rng=np.random.RandomState(rng.randint(2**31 - 1)),
+        generator=generator,
+        n_runs=10,
+        qap_restarts=100,
+    )
+
+
 def refine_fn(A, B, W, generator):
     from sklearn_compat.unpaired import _refine_candidate
 
@@ -88,15 +104,7 @@ def real(args):
     starts = []
     for r in range(args.restarts):
         t = time.perf_counter()
-        W0, crit = start.oriented_disjoint_start(
-            A,
-            B,
-            reverse=r % 2 == 1,
-            rng=np.random.RandomState(rng.randint(2**31 - 1)),
-            generator=generator,
-            n_runs=10,
-            qap_restarts=100,
-        )
+        W0, crit = restart_map(A, B, r, rng, generator)
         starts.append((r, W0, crit))
         print(
             f"restart {r} start {top1(W0) / sup:.3f} crit {crit:.4f} "
@@ -176,15 +184,7 @@ def null(args):
         B = common.unit_centered(torch.as_tensor(Y, dtype=torch.float32))
         cands = []
         for r in range(args.restarts):
-            W0, crit = start.oriented_disjoint_start(
-                A,
-                B,
-                reverse=r % 2 == 1,
-                rng=np.random.RandomState(rng.randint(2**31 - 1)),
-                generator=generator,
-                n_runs=10,
-                qap_restarts=100,
-            )
+            W0, crit = restart_map(A, B, r, rng, generator)
             cands.append((crit, r, W0))
         cands.sort(key=lambda c: -c[0])
         for crit, r, W0 in cands[: args.refine]:
